@@ -1,0 +1,82 @@
+/** Argument checks shared by every op: each throws a typed error naming the op, the argument, expected and got. */
+import { type DType, type FloatDType, isFloatDType } from './dtype.js';
+import { QkDeviceError, QkDisposedError, QkDtypeError, QkShapeError, QkValueError } from './errors.js';
+import { formatShape } from './shape.js';
+import { Tensor } from './tensor.js';
+
+/** Checks that `t` is a live CPU tensor (the reference ops run on the CPU). */
+export function checkTensor(op: string, arg: string, t: unknown): asserts t is Tensor {
+  if (!(t instanceof Tensor)) {
+    throw new QkValueError(op, arg, `must be a Tensor, got ${t === null ? 'null' : typeof t}.`);
+  }
+  if (t.disposed) throw new QkDisposedError(`${op} (argument "${arg}")`);
+  if (t.device !== 'cpu') {
+    throw new QkDeviceError(`argument "${arg}" is on "${t.device}"; the reference ops run on "cpu" (call .to('cpu')).`, op);
+  }
+}
+
+export function checkFloat(op: string, arg: string, t: unknown): asserts t is Tensor<FloatDType> {
+  checkTensor(op, arg, t);
+  if (!isFloatDType(t.dtype)) throw new QkDtypeError({ op, arg, expected: 'f32, f16 or bf16', got: t.dtype });
+}
+
+export function checkDtype<D extends DType>(op: string, arg: string, t: unknown, allowed: readonly D[]): asserts t is Tensor<D> {
+  checkTensor(op, arg, t);
+  if (!(allowed as readonly DType[]).includes(t.dtype)) {
+    throw new QkDtypeError({ op, arg, expected: allowed.join(' or '), got: t.dtype });
+  }
+}
+
+export function checkRank(op: string, arg: string, t: Tensor, rank: number | { min: number }, hint?: string): void {
+  const ok = typeof rank === 'number' ? t.rank === rank : t.rank >= rank.min;
+  if (!ok) {
+    const expected = typeof rank === 'number' ? `rank ${rank}` : `rank >= ${rank.min}`;
+    throw new QkShapeError({ op, arg, expected, got: `${formatShape(t.shape)} (rank ${t.rank})`, ...(hint ? { hint } : {}) });
+  }
+}
+
+/** Checks `t.shape[axis]` (negative axis counts from the end) equals `expected`. */
+export function checkDim(op: string, arg: string, t: Tensor, axis: number, expected: number, hint?: string): void {
+  const a = axis < 0 ? t.rank + axis : axis;
+  if (t.shape[a] !== expected) {
+    const shape = t.shape.map((d, i) => (i === a ? String(expected) : '·'));
+    throw new QkShapeError({ op, arg, expected: `[${shape.join(', ')}]`, got: formatShape(t.shape), ...(hint ? { hint } : {}) });
+  }
+}
+
+export function checkShape(op: string, arg: string, t: Tensor, expected: readonly number[], hint?: string): void {
+  if (t.rank !== expected.length || t.shape.some((d, i) => d !== expected[i])) {
+    throw new QkShapeError({ op, arg, expected: formatShape(expected), got: formatShape(t.shape), ...(hint ? { hint } : {}) });
+  }
+}
+
+export function checkSameDtype(op: string, arg: string, t: Tensor, other: Tensor, otherArg: string): void {
+  if (t.dtype !== other.dtype) {
+    throw new QkDtypeError({ op, arg, expected: `${other.dtype} (the dtype of "${otherArg}")`, got: t.dtype });
+  }
+}
+
+export function checkFinite(op: string, arg: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new QkValueError(op, arg, `must be a finite number, got ${String(v)}.`);
+  return v;
+}
+
+export function checkPositive(op: string, arg: string, v: unknown): number {
+  const x = checkFinite(op, arg, v);
+  if (x <= 0) throw new QkValueError(op, arg, `must be positive, got ${x}.`);
+  return x;
+}
+
+export function checkPositiveInt(op: string, arg: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) {
+    throw new QkValueError(op, arg, `must be a positive integer, got ${String(v)}.`);
+  }
+  return v;
+}
+
+export function checkNonNegativeInt(op: string, arg: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw new QkValueError(op, arg, `must be a non-negative integer, got ${String(v)}.`);
+  }
+  return v;
+}

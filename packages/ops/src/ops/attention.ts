@@ -1,0 +1,104 @@
+import { checkFloat, checkNonNegativeInt, checkPositive, checkSameDtype } from '../check.js';
+import type { FloatDType } from '../dtype.js';
+import { QkShapeError, QkValueError } from '../errors.js';
+import { fromFloats, readFloats } from '../io.js';
+import { formatShape } from '../shape.js';
+import type { Tensor } from '../tensor.js';
+
+/** Options of {@link attention}. */
+export interface AttentionOptions {
+  /**
+   * Absolute position of the first query token; query t sits at `positionOffset + t`. Default
+   * `kvLen − qLen`: the queries are the newest entries of the cache (prefill of a fresh cache, or a decode step).
+   */
+  positionOffset?: number;
+  /** Mask keys after each query's position (default `true`). When false every query sees all `kvLen` keys. */
+  causal?: boolean;
+  /** Scale of the scores. Default `1/√headDim`. */
+  scale?: number;
+}
+
+/**
+ * Scaled dot-product attention of a block of queries against a KV cache, with grouped-query heads (GQA).
+ *
+ * Shapes (an optional leading batch axis `B` applies to all three):
+ * `q` `[qLen, qHeads, headDim]`, `k` `[kvLen, kvHeads, headDim]`, `v` `[kvLen, kvHeads, headDim]`,
+ * `qHeads` a multiple of `kvHeads`; query head `h` reads KV head `⌊h / (qHeads / kvHeads)⌋` (HF `repeat_kv`).
+ *
+ * For query t at position `p = positionOffset + t`: `s_j = scale · q_t · k_j` for keys `j ≤ p` (all j when not
+ * causal), `y_t = Σ_j softmax(s)_j · v_j`. Returns `q`'s shape and dtype; float64 math, one rounding.
+ */
+export function attention<D extends FloatDType>(q: Tensor<D>, k: Tensor<D>, v: Tensor<D>, options: AttentionOptions = {}): Tensor<D> {
+  const op = 'attention';
+  checkFloat(op, 'q', q);
+  checkFloat(op, 'k', k);
+  checkFloat(op, 'v', v);
+  checkSameDtype(op, 'k', k, q, 'q');
+  checkSameDtype(op, 'v', v, q, 'q');
+  if (q.rank !== 3 && q.rank !== 4) {
+    throw new QkShapeError({ op, arg: 'q', expected: '[qLen, qHeads, headDim] or [batch, qLen, qHeads, headDim]', got: formatShape(q.shape) });
+  }
+  const batched = q.rank === 4;
+  const batch = batched ? q.shape[0]! : 1;
+  const [qLen, qHeads, headDim] = q.shape.slice(batched ? 1 : 0) as [number, number, number];
+  for (const [arg, t] of [['k', k], ['v', v]] as const) {
+    if (t.rank !== q.rank || (batched && t.shape[0] !== batch) || t.shape[t.rank - 1] !== headDim) {
+      const lead = batched ? `${batch}, ` : '';
+      throw new QkShapeError({ op, arg, expected: `[${lead}kvLen, kvHeads, ${headDim}] (matching q)`, got: formatShape(t.shape) });
+    }
+  }
+  const [kvLen, kvHeads] = k.shape.slice(batched ? 1 : 0) as [number, number];
+  if (v.shape[v.rank - 3] !== kvLen || v.shape[v.rank - 2] !== kvHeads) {
+    throw new QkShapeError({ op, arg: 'v', expected: `the shape of k ${formatShape(k.shape)}`, got: formatShape(v.shape) });
+  }
+  if (kvHeads === 0 || qHeads % kvHeads !== 0) {
+    throw new QkShapeError({ op, arg: 'k', expected: `a KV head count dividing qHeads (${qHeads})`, got: `${kvHeads} heads` });
+  }
+  const causal = options.causal ?? true;
+  const offset = checkNonNegativeInt(op, 'positionOffset', options.positionOffset ?? kvLen - qLen);
+  if (causal && offset + qLen > kvLen) {
+    throw new QkValueError(
+      op,
+      'positionOffset',
+      `(${offset}) + qLen (${qLen}) exceeds the ${kvLen} cached keys: a causal query needs its own key in the cache.`,
+    );
+  }
+  const scale = checkPositive(op, 'scale', options.scale ?? 1 / Math.sqrt(headDim));
+  const group = qHeads / kvHeads;
+  const qs = readFloats(q);
+  const ks = readFloats(k);
+  const vs = readFloats(v);
+  const out = new Float32Array(q.size);
+  const scores = new Float64Array(kvLen);
+  const acc = new Float64Array(headDim);
+  for (let b = 0; b < batch; b++) {
+    const qBatch = b * qLen * qHeads * headDim;
+    const kvBatch = b * kvLen * kvHeads * headDim;
+    for (let t = 0; t < qLen; t++) {
+      const visible = causal ? offset + t + 1 : kvLen;
+      for (let h = 0; h < qHeads; h++) {
+        const qBase = qBatch + (t * qHeads + h) * headDim;
+        const kvHead = Math.floor(h / group);
+        let max = -Infinity;
+        for (let j = 0; j < visible; j++) {
+          const kBase = kvBatch + (j * kvHeads + kvHead) * headDim;
+          let dot = 0;
+          for (let d = 0; d < headDim; d++) dot += qs[qBase + d]! * ks[kBase + d]!;
+          const s = dot * scale;
+          scores[j] = s;
+          if (s > max) max = s;
+        }
+        let sum = 0;
+        acc.fill(0);
+        for (let j = 0; j < visible; j++) {
+          const p = Math.exp(scores[j]! - max);
+          sum += p;
+          const vBase = kvBatch + (j * kvHeads + kvHead) * headDim;
+          for (let d = 0; d < headDim; d++) acc[d] = acc[d]! + p * vs[vBase + d]!;
+        }
+        for (let d = 0; d < headDim; d++) out[qBase + d] = acc[d]! / sum;
+      }
+    }
+  }
+  return fromFloats(out, q.shape, q.dtype);
+}

@@ -1,0 +1,129 @@
+import { checkFinite, checkFloat, checkRank } from '../check.js';
+import { QkValueError } from '../errors.js';
+import { readFloats } from '../io.js';
+import { Rng } from '../random.js';
+import { Tensor } from '../tensor.js';
+
+/**
+ * Index of the largest element of each row (last axis), as `i32` of shape `x.shape[:-1]`. Ties go to the lowest
+ * index; NaN counts as larger than everything (the first NaN wins), matching `torch.argmax`.
+ */
+export function argmax(x: Tensor): Tensor<'i32'> {
+  const op = 'argmax';
+  checkFloat(op, 'x', x);
+  checkRank(op, 'x', x, { min: 1 });
+  const n = x.shape[x.rank - 1]!;
+  if (n === 0) throw new QkValueError(op, 'x', 'has an empty last axis: there is no maximum to find.');
+  const src = readFloats(x);
+  const rows = x.size / n;
+  const out = new Int32Array(rows);
+  for (let r = 0; r < rows; r++) out[r] = argmaxRow(src, r * n, n);
+  return Tensor.fromStorage(out, x.shape.slice(0, -1), 'i32');
+}
+
+function argmaxRow(src: Float32Array, base: number, n: number): number {
+  let best = 0;
+  let bestValue = src[base]!;
+  if (Number.isNaN(bestValue)) return 0;
+  for (let i = 1; i < n; i++) {
+    const v = src[base + i]!;
+    if (Number.isNaN(v)) return i;
+    if (v > bestValue) {
+      bestValue = v;
+      best = i;
+    }
+  }
+  return best;
+}
+
+/** Options of {@link sample}. */
+export interface SampleOptions {
+  /** Divides the logits. `0` means greedy (argmax). Default `1`. */
+  temperature?: number;
+  /** Keep only the k most likely tokens; `0` (default) keeps all. */
+  topK?: number;
+  /** Keep the smallest set of most likely tokens whose probability reaches p; `1` (default) keeps all. */
+  topP?: number;
+  /** Seed of a fresh PCG32 stream (default 0). Ignored when `rng` is given. */
+  seed?: number | bigint;
+  /** Continue this generator's stream: one uniform draw per row. */
+  rng?: Rng;
+}
+
+/**
+ * Draws one token id per row of `logits` (`[..., vocab]`) → `i32` of shape `logits.shape[:-1]`.
+ *
+ * Per row: `z = logits / temperature`; candidates ordered by descending z (ties: lower index first); keep the
+ * first `topK` (if set); softmax over those; keep the shortest prefix whose probability sum reaches `topP`
+ * (at least one token); then draw `u ~ U[0, 1)` and return the first candidate whose cumulative renormalised
+ * probability exceeds `u`. `temperature = 0` returns the argmax without drawing. NaN or +∞ logits, and rows
+ * masked entirely (all −∞), are refused.
+ */
+export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32'> {
+  const op = 'sample';
+  checkFloat(op, 'logits', logits);
+  checkRank(op, 'logits', logits, { min: 1 });
+  const temperature = checkFinite(op, 'temperature', options.temperature ?? 1);
+  if (temperature < 0) throw new QkValueError(op, 'temperature', `must be >= 0 (0 means greedy), got ${temperature}.`);
+  const topK = options.topK ?? 0;
+  if (!Number.isSafeInteger(topK) || topK < 0) throw new QkValueError(op, 'topK', `must be a non-negative integer (0 disables it), got ${topK}.`);
+  const topP = checkFinite(op, 'topP', options.topP ?? 1);
+  if (!(topP > 0 && topP <= 1)) throw new QkValueError(op, 'topP', `must lie in (0, 1], got ${topP}.`);
+  const vocab = logits.shape[logits.rank - 1]!;
+  if (vocab === 0) throw new QkValueError(op, 'logits', 'has an empty vocabulary axis.');
+  const src = readFloats(logits);
+  for (let i = 0; i < src.length; i++) {
+    const v = src[i]!;
+    if (Number.isNaN(v) || v === Infinity) {
+      throw new QkValueError(op, 'logits', `holds ${v} at flat index ${i}; logits must be finite or -Infinity (masked).`);
+    }
+  }
+  const rows = logits.size / vocab;
+  const out = new Int32Array(rows);
+  if (temperature === 0) {
+    for (let r = 0; r < rows; r++) out[r] = argmaxRow(src, r * vocab, vocab);
+    return Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32');
+  }
+  const rng = options.rng ?? new Rng(options.seed ?? 0);
+  const order = new Int32Array(vocab);
+  const probs = new Float64Array(vocab);
+  for (let r = 0; r < rows; r++) {
+    const base = r * vocab;
+    for (let i = 0; i < vocab; i++) order[i] = i;
+    order.sort((a, b) => src[base + b]! - src[base + a]! || a - b);
+    const kept = topK > 0 ? Math.min(topK, vocab) : vocab;
+    const max = src[base + order[0]!]! / temperature;
+    if (max === -Infinity) throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
+    let sum = 0;
+    for (let i = 0; i < kept; i++) {
+      const p = Math.exp(src[base + order[i]!]! / temperature - max);
+      probs[i] = p;
+      sum += p;
+    }
+    let nucleus = kept;
+    if (topP < 1) {
+      let cumulative = 0;
+      for (let i = 0; i < kept; i++) {
+        cumulative += probs[i]! / sum;
+        if (cumulative >= topP) {
+          nucleus = i + 1;
+          break;
+        }
+      }
+    }
+    let total = 0;
+    for (let i = 0; i < nucleus; i++) total += probs[i]!;
+    const target = rng.nextFloat() * total;
+    let chosen = order[nucleus - 1]!;
+    let cumulative = 0;
+    for (let i = 0; i < nucleus; i++) {
+      cumulative += probs[i]!;
+      if (cumulative > target) {
+        chosen = order[i]!;
+        break;
+      }
+    }
+    out[r] = chosen;
+  }
+  return Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32');
+}

@@ -1,0 +1,377 @@
+/**
+ * `Tensor<D>`: a dense, row-major, contiguous n-d array whose element type `D` is part of its type.
+ *
+ * Storage is a typed array (`StorageOf<D>`); f16/bf16 elements are stored as raw 16-bit patterns and
+ * decoded by `toArray()` / `toFloat32Array()`. `reshape` and `slice` return views that share storage.
+ * Tensors are released with `dispose()` (or `using t = …`); a disposed tensor throws on any access.
+ */
+import {
+  ALL_DTYPES,
+  DTYPES,
+  type DType,
+  type FloatDType,
+  type StorageOf,
+  allocStorage,
+  bf16BitsToF32,
+  decodeFloats,
+  encodeFloats,
+  f16BitsToF32,
+  isDType,
+  isFloatDType,
+} from './dtype.js';
+import { QkDeviceError, QkDisposedError, QkDtypeError, QkIndexError, QkShapeError, QkValueError } from './errors.js';
+import { Rng } from './random.js';
+import { type Shape, formatShape, shapeSize, validateShape } from './shape.js';
+
+/** Where a tensor's elements live. Only `'cpu'` exists until the CUDA backend (`@qk/cuda-core`) is installed. */
+export type Device = 'cpu' | 'cuda';
+
+/** Nested arrays of numbers, as accepted by `Tensor.fromArray`. */
+export type NestedArray = number | readonly NestedArray[];
+
+/** Options of the random constructors. */
+export interface RandomOptions<D extends FloatDType> {
+  /** Element type (default `'f32'`). */
+  dtype?: D;
+  /** Seed of a fresh PCG32 stream (default 0). Ignored when `rng` is given. */
+  seed?: number | bigint;
+  /** Draw from this generator instead, continuing its stream. */
+  rng?: Rng;
+}
+
+function checkDType(dtype: unknown, op: string): DType {
+  if (!isDType(dtype)) {
+    throw new QkDtypeError({ op, arg: 'dtype', expected: `one of ${ALL_DTYPES.join(', ')}`, got: String(dtype) });
+  }
+  return dtype;
+}
+
+function inferShape(values: NestedArray, op: string): number[] {
+  const shape: number[] = [];
+  let level: NestedArray = values;
+  while (Array.isArray(level)) {
+    shape.push(level.length);
+    if (level.length === 0) break;
+    level = level[0] as NestedArray;
+  }
+  if (shape.length === 0 && typeof values !== 'number') {
+    throw new QkValueError(op, 'values', 'must be a number, an array of numbers, nested arrays or a typed array.');
+  }
+  return shape;
+}
+
+function flatten(values: NestedArray, shape: Shape, op: string): number[] {
+  const out: number[] = [];
+  const walk = (v: NestedArray, depth: number): void => {
+    if (depth === shape.length) {
+      if (typeof v !== 'number') {
+        throw new QkShapeError({ op, arg: 'values', expected: `a regular nested array of shape ${formatShape(shape)}`, got: 'a ragged array' });
+      }
+      out.push(v);
+      return;
+    }
+    if (!Array.isArray(v) || v.length !== shape[depth]) {
+      throw new QkShapeError({ op, arg: 'values', expected: `a regular nested array of shape ${formatShape(shape)}`, got: 'a ragged array' });
+    }
+    for (const item of v) walk(item, depth + 1);
+  };
+  walk(values, 0);
+  return out;
+}
+
+/** Writes numbers into integer storage, refusing non-integers and out-of-range values. */
+function encodeInts(values: ArrayLike<number>, dtype: Exclude<DType, FloatDType>, op: string, truncate: boolean) {
+  const { min, max } = DTYPES[dtype];
+  const out = allocStorage(dtype, values.length);
+  for (let i = 0; i < values.length; i++) {
+    let v = values[i]!;
+    if (truncate) v = Math.trunc(v);
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw new QkValueError(
+        op,
+        'values',
+        `holds ${values[i]} at flat index ${i}, which is not an integer in [${min}, ${max}] as ${dtype} requires.`,
+      );
+    }
+    out[i] = v;
+  }
+  return out;
+}
+
+function encode<D extends DType>(values: ArrayLike<number>, dtype: D, op: string, truncate = false): StorageOf<D> {
+  if (isFloatDType(dtype)) return encodeFloats(values, dtype) as StorageOf<D>;
+  return encodeInts(values, dtype as Exclude<DType, FloatDType>, op, truncate) as StorageOf<D>;
+}
+
+export class Tensor<D extends DType = DType> {
+  readonly dtype: D;
+  readonly shape: Shape;
+  readonly device: Device;
+  #data: StorageOf<D> | null;
+
+  private constructor(data: StorageOf<D>, shape: Shape, dtype: D) {
+    this.#data = data;
+    this.shape = shape;
+    this.dtype = dtype;
+    this.device = 'cpu';
+  }
+
+  /**
+   * Wraps existing storage without copying. f16/bf16 storage holds raw bit patterns.
+   * @throws QkShapeError when `data.length` differs from the size of `shape`.
+   */
+  static fromStorage<D extends DType>(data: StorageOf<D>, shape: Shape, dtype: D): Tensor<D> {
+    const op = 'Tensor.fromStorage';
+    checkDType(dtype, op);
+    const s = validateShape(shape, op);
+    const expectedCtor = allocStorage(dtype, 0).constructor;
+    if (!(data instanceof expectedCtor)) {
+      throw new QkDtypeError({ op, arg: 'data', expected: `a ${expectedCtor.name} for ${dtype}`, got: Object.prototype.toString.call(data) });
+    }
+    if (data.length !== shapeSize(s)) {
+      throw new QkShapeError({ op, arg: 'data', expected: `${shapeSize(s)} elements for shape ${formatShape(s)}`, got: `${data.length} elements` });
+    }
+    return new Tensor(data, s, dtype);
+  }
+
+  /**
+   * Builds a tensor from numbers: a flat array or typed array (with `shape`), or nested arrays (shape inferred).
+   * Float dtypes round to nearest even; integer dtypes refuse non-integers and out-of-range values.
+   */
+  static fromArray<D extends DType = 'f32'>(
+    values: ArrayLike<number> | NestedArray,
+    options: { shape?: Shape; dtype?: D } = {},
+  ): Tensor<D> {
+    const op = 'Tensor.fromArray';
+    const dtype = checkDType(options.dtype ?? 'f32', op) as D;
+    let flat: ArrayLike<number>;
+    let shape: Shape;
+    if (typeof values === 'number' || Array.isArray(values)) {
+      const inferred = inferShape(values as NestedArray, op);
+      const isNested = inferred.length > 1 || (Array.isArray(values) && values.some((v) => typeof v !== 'number'));
+      flat = isNested || typeof values === 'number' ? flatten(values as NestedArray, inferred, op) : (values as number[]);
+      shape = options.shape === undefined ? inferred : validateShape(options.shape, op);
+    } else if (values !== null && typeof values === 'object' && typeof (values as ArrayLike<number>).length === 'number') {
+      flat = values as ArrayLike<number>;
+      shape = options.shape === undefined ? [flat.length] : validateShape(options.shape, op);
+    } else {
+      throw new QkValueError(op, 'values', 'must be a number, an array of numbers, nested arrays or a typed array.');
+    }
+    if (shapeSize(shape) !== flat.length) {
+      throw new QkShapeError({ op, arg: 'shape', expected: `a shape of ${flat.length} elements`, got: formatShape(shape) });
+    }
+    return new Tensor(encode(flat, dtype, op), Object.freeze([...shape]), dtype);
+  }
+
+  /** A tensor of zeros. */
+  static zeros<D extends DType = 'f32'>(shape: Shape, dtype?: D): Tensor<D> {
+    const op = 'Tensor.zeros';
+    const d = checkDType(dtype ?? 'f32', op) as D;
+    const s = validateShape(shape, op);
+    return new Tensor(allocStorage(d, shapeSize(s)), s, d);
+  }
+
+  /** A tensor of ones. */
+  static ones<D extends DType = 'f32'>(shape: Shape, dtype?: D): Tensor<D> {
+    return Tensor.full(shape, 1, dtype);
+  }
+
+  /** A tensor filled with `value` (rounded to the dtype; integer dtypes need an in-range integer). */
+  static full<D extends DType = 'f32'>(shape: Shape, value: number, dtype?: D): Tensor<D> {
+    const op = 'Tensor.full';
+    const d = checkDType(dtype ?? 'f32', op) as D;
+    const s = validateShape(shape, op);
+    if (typeof value !== 'number') throw new QkValueError(op, 'value', `must be a number, got ${typeof value}.`);
+    const one = encode([value], d, op);
+    const data = allocStorage(d, shapeSize(s));
+    data.fill(one[0]!);
+    return new Tensor(data, s, d);
+  }
+
+  /** `[start, start + step, …)` up to but excluding `end`, like `torch.arange`. With one number, `[0, end)`. */
+  static arange<D extends DType = 'f32'>(start: number, end?: number, options: { step?: number; dtype?: D } = {}): Tensor<D> {
+    const op = 'Tensor.arange';
+    const [from, to] = end === undefined ? [0, start] : [start, end];
+    const step = options.step ?? 1;
+    if (!Number.isFinite(from) || !Number.isFinite(to)) throw new QkValueError(op, 'end', 'and start must be finite numbers.');
+    if (!Number.isFinite(step) || step === 0) throw new QkValueError(op, 'step', `must be a finite non-zero number, got ${step}.`);
+    const n = Math.max(0, Math.ceil((to - from) / step));
+    const values = new Float64Array(n);
+    for (let i = 0; i < n; i++) values[i] = from + i * step;
+    return Tensor.fromArray(values, { shape: [n], dtype: (options.dtype ?? 'f32') as D });
+  }
+
+  /** Normally distributed values (`mean` 0 and `std` 1 by default) from a seeded, machine-independent stream. */
+  static randn<D extends FloatDType = 'f32'>(
+    shape: Shape,
+    options: RandomOptions<D> & { mean?: number; std?: number } = {},
+  ): Tensor<D> {
+    const { mean = 0, std = 1 } = options;
+    return Tensor.#random(shape, options, 'Tensor.randn', (rng) => mean + std * rng.nextNormal());
+  }
+
+  /** Uniform values in `[low, high)` (default `[0, 1)`) from a seeded, machine-independent stream. */
+  static rand<D extends FloatDType = 'f32'>(
+    shape: Shape,
+    options: RandomOptions<D> & { low?: number; high?: number } = {},
+  ): Tensor<D> {
+    const { low = 0, high = 1 } = options;
+    if (!(high > low)) throw new QkValueError('Tensor.rand', 'high', `must exceed low (${low}), got ${high}.`);
+    return Tensor.#random(shape, options, 'Tensor.rand', (rng) => low + (high - low) * rng.nextFloat());
+  }
+
+  static #random<D extends FloatDType>(
+    shape: Shape,
+    options: RandomOptions<D>,
+    op: string,
+    draw: (rng: Rng) => number,
+  ): Tensor<D> {
+    const d = checkDType(options.dtype ?? 'f32', op) as D;
+    if (!isFloatDType(d)) throw new QkDtypeError({ op, arg: 'dtype', expected: 'f32, f16 or bf16', got: d });
+    const s = validateShape(shape, op);
+    const rng = options.rng ?? new Rng(options.seed ?? 0);
+    const values = new Float64Array(shapeSize(s));
+    for (let i = 0; i < values.length; i++) values[i] = draw(rng);
+    return new Tensor(encode(values, d, op), s, d);
+  }
+
+  /** Raw storage (bit patterns for f16/bf16). Mutating it mutates the tensor and every view of it. */
+  get data(): StorageOf<D> {
+    if (this.#data === null) throw new QkDisposedError('Tensor.data');
+    return this.#data;
+  }
+
+  /** Number of elements. */
+  get size(): number {
+    return shapeSize(this.shape);
+  }
+
+  get rank(): number {
+    return this.shape.length;
+  }
+
+  /** Bytes of storage (packed int4 counts as its u8 bytes). */
+  get nbytes(): number {
+    return this.size * DTYPES[this.dtype].bytes;
+  }
+
+  get disposed(): boolean {
+    return this.#data === null;
+  }
+
+  /** The elements as plain numbers, flat in row-major order (f16/bf16 decoded exactly). */
+  toArray(): number[] {
+    const data = this.data;
+    if (this.dtype === 'bf16') return Array.from(data as Uint16Array, bf16BitsToF32);
+    if (this.dtype === 'f16') return Array.from(data as Uint16Array, f16BitsToF32);
+    return Array.from(data as ArrayLike<number>);
+  }
+
+  /** A new Float32Array of the (decoded) elements. Integer values beyond 2^24 lose precision. */
+  toFloat32Array(): Float32Array {
+    const data = this.data;
+    if (isFloatDType(this.dtype)) return decodeFloats(data as Float32Array | Uint16Array, this.dtype);
+    return Float32Array.from(data as ArrayLike<number>);
+  }
+
+  /** The only element of a one-element tensor. */
+  item(): number {
+    if (this.size !== 1) {
+      throw new QkShapeError({ op: 'Tensor.item', arg: 'this', expected: 'exactly one element', got: formatShape(this.shape) });
+    }
+    return this.toArray()[0]!;
+  }
+
+  /**
+   * A copy converted to another dtype (floats round to nearest even; float → integer truncates toward zero
+   * and refuses NaN or out-of-range values), or to another device.
+   */
+  to<T extends DType>(target: T): Tensor<T>;
+  to(target: Device): Tensor<D>;
+  to(target: DType | Device): Tensor<DType> {
+    const op = 'Tensor.to';
+    if (target === 'cpu') return this.clone();
+    if (target === 'cuda') {
+      throw new QkDeviceError(
+        'device "cuda" needs the GPU backend (@qk/cuda-core), which is not part of this install; tensors stay on "cpu".',
+        op,
+      );
+    }
+    const dtype = checkDType(target, op);
+    if (dtype === this.dtype) return this.clone() as Tensor<DType>;
+    const values = isFloatDType(this.dtype) ? this.toFloat32Array() : (this.data as ArrayLike<number>);
+    return new Tensor(encode(values, dtype, op, true), this.shape, dtype);
+  }
+
+  /** A copy with its own storage. */
+  clone(): Tensor<D> {
+    return new Tensor(this.data.slice() as StorageOf<D>, this.shape, this.dtype);
+  }
+
+  /** A view with a new shape of the same size; one extent may be -1 and is inferred. */
+  reshape(shape: readonly number[]): Tensor<D> {
+    const op = 'Tensor.reshape';
+    const data = this.data;
+    if (!Array.isArray(shape)) throw new QkShapeError({ op, arg: 'shape', expected: 'an array of integers', got: String(shape) });
+    const inferAt = shape.indexOf(-1);
+    if (inferAt !== shape.lastIndexOf(-1)) {
+      throw new QkShapeError({ op, arg: 'shape', expected: 'at most one -1', got: formatShape(shape) });
+    }
+    let resolved = shape;
+    if (inferAt >= 0) {
+      const known = shapeSize(shape.filter((_, i) => i !== inferAt));
+      if (known === 0 || this.size % known !== 0) {
+        throw new QkShapeError({ op, arg: 'shape', expected: `a shape whose size divides ${this.size}`, got: formatShape(shape) });
+      }
+      resolved = shape.map((d, i) => (i === inferAt ? this.size / known : d));
+    }
+    const s = validateShape(resolved, op);
+    if (shapeSize(s) !== this.size) {
+      throw new QkShapeError({ op, arg: 'shape', expected: `${this.size} elements (from ${formatShape(this.shape)})`, got: `${formatShape(s)} with ${shapeSize(s)}` });
+    }
+    return new Tensor(data, s, this.dtype);
+  }
+
+  /**
+   * A view of rows `[start, end)` along the first axis. Negative indices count from the end; `end` defaults to
+   * the length of the first axis.
+   */
+  slice(start: number, end?: number): Tensor<D> {
+    const op = 'Tensor.slice';
+    const data = this.data;
+    if (this.rank === 0) throw new QkShapeError({ op, arg: 'this', expected: 'rank >= 1', got: 'a scalar' });
+    const n = this.shape[0]!;
+    const resolve = (i: number, arg: string): number => {
+      if (!Number.isInteger(i)) throw new QkValueError(op, arg, `must be an integer, got ${i}.`);
+      const r = i < 0 ? n + i : i;
+      if (r < 0 || r > n) throw new QkIndexError(op, arg, i, n + 1, `for a first axis of length ${n}`);
+      return r;
+    };
+    const from = resolve(start, 'start');
+    const to = end === undefined ? n : resolve(end, 'end');
+    if (to < from) throw new QkValueError(op, 'end', `(${end}) must not come before start (${start}).`);
+    const rowSize = shapeSize(this.shape.slice(1));
+    const view = data.subarray(from * rowSize, to * rowSize) as StorageOf<D>;
+    return new Tensor(view, Object.freeze([to - from, ...this.shape.slice(1)]), this.dtype);
+  }
+
+  /** Releases the storage; any later access throws `QkDisposedError`. Calling it twice is harmless. */
+  dispose(): void {
+    this.#data = null;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  toString(): string {
+    return `Tensor<${this.dtype}>${formatShape(this.shape)} on ${this.device}${this.disposed ? ' (disposed)' : ''}`;
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return this.toString();
+  }
+}
+
+/** Any tensor whose dtype is a float type. */
+export type FloatTensor = Tensor<FloatDType>;
