@@ -24,9 +24,6 @@ export function roundAll(values: ArrayLike<number>, dtype: FloatDType): Float64A
   return Float64Array.from(values, (v) => roundToDType(v, dtype));
 }
 
-/** A seed that differs per run unless `QK_TEST_SEED` pins it; printed on failure by the caller's message. */
-export const RUN_SEED = Number(process.env.QK_TEST_SEED ?? Math.floor(Math.random() * 2 ** 31));
-
 /** Asserts `fn` throws a QkError subclass with `code`, and that the message contains every fragment. */
 export function expectQkError(fn: () => unknown, ctor: new (...args: never[]) => QkError, code: string, ...fragments: string[]): QkError {
   let caught: unknown;
