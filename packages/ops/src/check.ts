@@ -11,7 +11,10 @@ export function checkTensor(op: string, arg: string, t: unknown): asserts t is T
   }
   if (t.disposed) throw new QkDisposedError(`${op} (argument "${arg}")`);
   if (t.device !== 'cpu') {
-    throw new QkDeviceError(`argument "${arg}" is on "${t.device}"; the reference ops run on "cpu" (call .to('cpu')).`, op);
+    throw new QkDeviceError(
+      `argument "${arg}" is on "${t.device}"; the reference ops run on "cpu" (call .to('cpu')).`,
+      op,
+    );
   }
 }
 
@@ -20,44 +23,92 @@ export function checkFloat(op: string, arg: string, t: unknown): asserts t is Te
   if (!isFloatDType(t.dtype)) throw new QkDtypeError({ op, arg, expected: 'f32, f16 or bf16', got: t.dtype });
 }
 
-export function checkDtype<D extends DType>(op: string, arg: string, t: unknown, allowed: readonly D[]): asserts t is Tensor<D> {
+export function checkDtype<D extends DType>(
+  op: string,
+  arg: string,
+  t: unknown,
+  allowed: readonly D[],
+): asserts t is Tensor<D> {
   checkTensor(op, arg, t);
   if (!(allowed as readonly DType[]).includes(t.dtype)) {
     throw new QkDtypeError({ op, arg, expected: allowed.join(' or '), got: t.dtype });
   }
 }
 
-export function checkRank(op: string, arg: string, t: Tensor, rank: number | { min: number }, hint?: string): void {
+export function checkRank(
+  op: string,
+  arg: string,
+  t: Tensor,
+  rank: number | { min: number },
+  hint?: string,
+): void {
   const ok = typeof rank === 'number' ? t.rank === rank : t.rank >= rank.min;
   if (!ok) {
     const expected = typeof rank === 'number' ? `rank ${rank}` : `rank >= ${rank.min}`;
-    throw new QkShapeError({ op, arg, expected, got: `${formatShape(t.shape)} (rank ${t.rank})`, ...(hint ? { hint } : {}) });
+    throw new QkShapeError({
+      op,
+      arg,
+      expected,
+      got: `${formatShape(t.shape)} (rank ${t.rank})`,
+      ...(hint ? { hint } : {}),
+    });
   }
 }
 
 /** Checks `t.shape[axis]` (negative axis counts from the end) equals `expected`. */
-export function checkDim(op: string, arg: string, t: Tensor, axis: number, expected: number, hint?: string): void {
+export function checkDim(
+  op: string,
+  arg: string,
+  t: Tensor,
+  axis: number,
+  expected: number,
+  hint?: string,
+): void {
   const a = axis < 0 ? t.rank + axis : axis;
   if (t.shape[a] !== expected) {
-    const shape = t.shape.map((d, i) => (i === a ? String(expected) : '·'));
-    throw new QkShapeError({ op, arg, expected: `[${shape.join(', ')}]`, got: formatShape(t.shape), ...(hint ? { hint } : {}) });
+    const shape = t.shape.map((_d, i) => (i === a ? String(expected) : '·'));
+    throw new QkShapeError({
+      op,
+      arg,
+      expected: `[${shape.join(', ')}]`,
+      got: formatShape(t.shape),
+      ...(hint ? { hint } : {}),
+    });
   }
 }
 
-export function checkShape(op: string, arg: string, t: Tensor, expected: readonly number[], hint?: string): void {
+export function checkShape(
+  op: string,
+  arg: string,
+  t: Tensor,
+  expected: readonly number[],
+  hint?: string,
+): void {
   if (t.rank !== expected.length || t.shape.some((d, i) => d !== expected[i])) {
-    throw new QkShapeError({ op, arg, expected: formatShape(expected), got: formatShape(t.shape), ...(hint ? { hint } : {}) });
+    throw new QkShapeError({
+      op,
+      arg,
+      expected: formatShape(expected),
+      got: formatShape(t.shape),
+      ...(hint ? { hint } : {}),
+    });
   }
 }
 
 export function checkSameDtype(op: string, arg: string, t: Tensor, other: Tensor, otherArg: string): void {
   if (t.dtype !== other.dtype) {
-    throw new QkDtypeError({ op, arg, expected: `${other.dtype} (the dtype of "${otherArg}")`, got: t.dtype });
+    throw new QkDtypeError({
+      op,
+      arg,
+      expected: `${other.dtype} (the dtype of "${otherArg}")`,
+      got: t.dtype,
+    });
   }
 }
 
 export function checkFinite(op: string, arg: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new QkValueError(op, arg, `must be a finite number, got ${String(v)}.`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw new QkValueError(op, arg, `must be a finite number, got ${String(v)}.`);
   return v;
 }
 

@@ -100,7 +100,11 @@ export class QkDeviceError extends QkError {
 /** A tensor was used after `dispose()`. */
 export class QkDisposedError extends QkError {
   constructor(op: string) {
-    super('QK_DISPOSED', 'the tensor was disposed; create a new one or keep it alive until you are done.', op);
+    super(
+      'QK_DISPOSED',
+      'the tensor was disposed; create a new one or keep it alive until you are done.',
+      op,
+    );
   }
 }
 

@@ -4,20 +4,20 @@
  */
 export {
   ALL_DTYPES,
+  bf16BitsToF32,
   DTYPES,
   type DType,
   type DTypeInfo,
   FLOAT_DTYPES,
   type FloatDType,
-  type IntDType,
-  type StorageOf,
-  bf16BitsToF32,
   f16BitsToF32,
   f32ToBf16Bits,
   f32ToF16Bits,
+  type IntDType,
   isDType,
   isFloatDType,
   roundToDType,
+  type StorageOf,
 } from './dtype.js';
 export {
   type ArgumentMismatch,
@@ -31,20 +31,16 @@ export {
   QkShapeError,
   QkValueError,
 } from './errors.js';
-export { Rng } from './random.js';
-export { type Shape, formatShape, shapeSize } from './shape.js';
-export { type Device, type FloatTensor, type NestedArray, type RandomOptions, Tensor } from './tensor.js';
-
-export { type Activation, type GeluApproximation, add, erf, gelu, mul, silu } from './ops/activations.js';
+export { type Activation, add, erf, type GeluApproximation, gelu, mul, silu } from './ops/activations.js';
 export { type AttentionOptions, attention } from './ops/attention.js';
-export { type TokenIds, embedding } from './ops/embedding.js';
+export { embedding, type TokenIds } from './ops/embedding.js';
 export { type LinearOptions, linear } from './ops/linear.js';
 export {
   DEFAULT_INT4_GROUP,
-  type Int4Weight,
-  type Int8Weight,
   dequantizeInt4,
   dequantizeInt8,
+  type Int4Weight,
+  type Int8Weight,
   linearInt4,
   linearInt8,
   packInt4,
@@ -55,12 +51,15 @@ export {
 export {
   DEFAULT_RMS_EPS,
   type FusedAddRmsnormResult,
-  type RmsnormOptions,
   fusedAddRmsnorm,
   qkNorm,
+  type RmsnormOptions,
   rmsnorm,
 } from './ops/rmsnorm.js';
 export { DEFAULT_ROPE_THETA, type RopeOptions, rope, ropeInvFreq } from './ops/rope.js';
-export { type SampleOptions, argmax, sample } from './ops/sampling.js';
+export { argmax, type SampleOptions, sample } from './ops/sampling.js';
 export { softmax } from './ops/softmax.js';
 export { swiglu, swigluFused } from './ops/swiglu.js';
+export { Rng } from './random.js';
+export { formatShape, type Shape, shapeSize } from './shape.js';
+export { type Device, type FloatTensor, type NestedArray, type RandomOptions, Tensor } from './tensor.js';

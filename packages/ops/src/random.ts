@@ -27,7 +27,8 @@ function mul32x32(a: number, b: number, out: [number, number]): void {
 
 function splitU64(value: number | bigint, op: string, arg: string): [number, number] {
   if (typeof value === 'bigint') {
-    if (value < 0n || value >= 1n << 64n) throw new QkValueError(op, arg, `must fit in 64 unsigned bits, got ${value}.`);
+    if (value < 0n || value >= 1n << 64n)
+      throw new QkValueError(op, arg, `must fit in 64 unsigned bits, got ${value}.`);
     return [Number(value & 0xffffffffn), Number(value >> 32n)];
   }
   if (!Number.isSafeInteger(value) || value < 0) {
@@ -40,8 +41,8 @@ function splitU64(value: number | bigint, op: string, arg: string): [number, num
 const f64 = new Float64Array(1);
 const f64Words = new Uint32Array(f64.buffer);
 const HI_WORD = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 1 : 0;
-const LN2 = 0.6931471805599453;
-const SQRT2 = 1.4142135623730951;
+const LN2 = Math.LN2;
+const SQRT2 = Math.SQRT2;
 
 /**
  * Natural log of a positive finite float64, correct to ~1 ulp, from basic arithmetic alone so it is the same

@@ -7,21 +7,28 @@
  */
 import {
   ALL_DTYPES,
-  DTYPES,
-  type DType,
-  type FloatDType,
-  type StorageOf,
   allocStorage,
   bf16BitsToF32,
+  DTYPES,
+  type DType,
   decodeFloats,
   encodeFloats,
+  type FloatDType,
   f16BitsToF32,
   isDType,
   isFloatDType,
+  type StorageOf,
 } from './dtype.js';
-import { QkDeviceError, QkDisposedError, QkDtypeError, QkIndexError, QkShapeError, QkValueError } from './errors.js';
+import {
+  QkDeviceError,
+  QkDisposedError,
+  QkDtypeError,
+  QkIndexError,
+  QkShapeError,
+  QkValueError,
+} from './errors.js';
 import { Rng } from './random.js';
-import { type Shape, formatShape, shapeSize, validateShape } from './shape.js';
+import { formatShape, type Shape, shapeSize, validateShape } from './shape.js';
 
 /** Where a tensor's elements live. Only `'cpu'` exists until the CUDA backend (`@qk/cuda-core`) is installed. */
 export type Device = 'cpu' | 'cuda';
@@ -41,7 +48,12 @@ export interface RandomOptions<D extends FloatDType> {
 
 function checkDType(dtype: unknown, op: string): DType {
   if (!isDType(dtype)) {
-    throw new QkDtypeError({ op, arg: 'dtype', expected: `one of ${ALL_DTYPES.join(', ')}`, got: String(dtype) });
+    throw new QkDtypeError({
+      op,
+      arg: 'dtype',
+      expected: `one of ${ALL_DTYPES.join(', ')}`,
+      got: String(dtype),
+    });
   }
   return dtype;
 }
@@ -55,7 +67,11 @@ function inferShape(values: NestedArray, op: string): number[] {
     level = level[0] as NestedArray;
   }
   if (shape.length === 0 && typeof values !== 'number') {
-    throw new QkValueError(op, 'values', 'must be a number, an array of numbers, nested arrays or a typed array.');
+    throw new QkValueError(
+      op,
+      'values',
+      'must be a number, an array of numbers, nested arrays or a typed array.',
+    );
   }
   return shape;
 }
@@ -65,13 +81,23 @@ function flatten(values: NestedArray, shape: Shape, op: string): number[] {
   const walk = (v: NestedArray, depth: number): void => {
     if (depth === shape.length) {
       if (typeof v !== 'number') {
-        throw new QkShapeError({ op, arg: 'values', expected: `a regular nested array of shape ${formatShape(shape)}`, got: 'a ragged array' });
+        throw new QkShapeError({
+          op,
+          arg: 'values',
+          expected: `a regular nested array of shape ${formatShape(shape)}`,
+          got: 'a ragged array',
+        });
       }
       out.push(v);
       return;
     }
     if (!Array.isArray(v) || v.length !== shape[depth]) {
-      throw new QkShapeError({ op, arg: 'values', expected: `a regular nested array of shape ${formatShape(shape)}`, got: 'a ragged array' });
+      throw new QkShapeError({
+        op,
+        arg: 'values',
+        expected: `a regular nested array of shape ${formatShape(shape)}`,
+        got: 'a ragged array',
+      });
     }
     for (const item of v) walk(item, depth + 1);
   };
@@ -80,7 +106,12 @@ function flatten(values: NestedArray, shape: Shape, op: string): number[] {
 }
 
 /** Writes numbers into integer storage, refusing non-integers and out-of-range values. */
-function encodeInts(values: ArrayLike<number>, dtype: Exclude<DType, FloatDType>, op: string, truncate: boolean) {
+function encodeInts(
+  values: ArrayLike<number>,
+  dtype: Exclude<DType, FloatDType>,
+  op: string,
+  truncate: boolean,
+) {
   const { min, max } = DTYPES[dtype];
   const out = allocStorage(dtype, values.length);
   for (let i = 0; i < values.length; i++) {
@@ -98,7 +129,12 @@ function encodeInts(values: ArrayLike<number>, dtype: Exclude<DType, FloatDType>
   return out;
 }
 
-function encode<D extends DType>(values: ArrayLike<number>, dtype: D, op: string, truncate = false): StorageOf<D> {
+function encode<D extends DType>(
+  values: ArrayLike<number>,
+  dtype: D,
+  op: string,
+  truncate = false,
+): StorageOf<D> {
   if (isFloatDType(dtype)) return encodeFloats(values, dtype) as StorageOf<D>;
   return encodeInts(values, dtype as Exclude<DType, FloatDType>, op, truncate) as StorageOf<D>;
 }
@@ -126,10 +162,20 @@ export class Tensor<D extends DType = DType> {
     const s = validateShape(shape, op);
     const expectedCtor = allocStorage(dtype, 0).constructor;
     if (!(data instanceof expectedCtor)) {
-      throw new QkDtypeError({ op, arg: 'data', expected: `a ${expectedCtor.name} for ${dtype}`, got: Object.prototype.toString.call(data) });
+      throw new QkDtypeError({
+        op,
+        arg: 'data',
+        expected: `a ${expectedCtor.name} for ${dtype}`,
+        got: Object.prototype.toString.call(data),
+      });
     }
     if (data.length !== shapeSize(s)) {
-      throw new QkShapeError({ op, arg: 'data', expected: `${shapeSize(s)} elements for shape ${formatShape(s)}`, got: `${data.length} elements` });
+      throw new QkShapeError({
+        op,
+        arg: 'data',
+        expected: `${shapeSize(s)} elements for shape ${formatShape(s)}`,
+        got: `${data.length} elements`,
+      });
     }
     return new Tensor(data, s, dtype);
   }
@@ -148,17 +194,34 @@ export class Tensor<D extends DType = DType> {
     let shape: Shape;
     if (typeof values === 'number' || Array.isArray(values)) {
       const inferred = inferShape(values as NestedArray, op);
-      const isNested = inferred.length > 1 || (Array.isArray(values) && values.some((v) => typeof v !== 'number'));
-      flat = isNested || typeof values === 'number' ? flatten(values as NestedArray, inferred, op) : (values as number[]);
+      const isNested =
+        inferred.length > 1 || (Array.isArray(values) && values.some((v) => typeof v !== 'number'));
+      flat =
+        isNested || typeof values === 'number'
+          ? flatten(values as NestedArray, inferred, op)
+          : (values as number[]);
       shape = options.shape === undefined ? inferred : validateShape(options.shape, op);
-    } else if (values !== null && typeof values === 'object' && typeof (values as ArrayLike<number>).length === 'number') {
+    } else if (
+      values !== null &&
+      typeof values === 'object' &&
+      typeof (values as ArrayLike<number>).length === 'number'
+    ) {
       flat = values as ArrayLike<number>;
       shape = options.shape === undefined ? [flat.length] : validateShape(options.shape, op);
     } else {
-      throw new QkValueError(op, 'values', 'must be a number, an array of numbers, nested arrays or a typed array.');
+      throw new QkValueError(
+        op,
+        'values',
+        'must be a number, an array of numbers, nested arrays or a typed array.',
+      );
     }
     if (shapeSize(shape) !== flat.length) {
-      throw new QkShapeError({ op, arg: 'shape', expected: `a shape of ${flat.length} elements`, got: formatShape(shape) });
+      throw new QkShapeError({
+        op,
+        arg: 'shape',
+        expected: `a shape of ${flat.length} elements`,
+        got: formatShape(shape),
+      });
     }
     return new Tensor(encode(flat, dtype, op), Object.freeze([...shape]), dtype);
   }
@@ -181,7 +244,8 @@ export class Tensor<D extends DType = DType> {
     const op = 'Tensor.full';
     const d = checkDType(dtype ?? 'f32', op) as D;
     const s = validateShape(shape, op);
-    if (typeof value !== 'number') throw new QkValueError(op, 'value', `must be a number, got ${typeof value}.`);
+    if (typeof value !== 'number')
+      throw new QkValueError(op, 'value', `must be a number, got ${typeof value}.`);
     const one = encode([value], d, op);
     const data = allocStorage(d, shapeSize(s));
     data.fill(one[0]!);
@@ -189,12 +253,18 @@ export class Tensor<D extends DType = DType> {
   }
 
   /** `[start, start + step, …)` up to but excluding `end`, like `torch.arange`. With one number, `[0, end)`. */
-  static arange<D extends DType = 'f32'>(start: number, end?: number, options: { step?: number; dtype?: D } = {}): Tensor<D> {
+  static arange<D extends DType = 'f32'>(
+    start: number,
+    end?: number,
+    options: { step?: number; dtype?: D } = {},
+  ): Tensor<D> {
     const op = 'Tensor.arange';
     const [from, to] = end === undefined ? [0, start] : [start, end];
     const step = options.step ?? 1;
-    if (!Number.isFinite(from) || !Number.isFinite(to)) throw new QkValueError(op, 'end', 'and start must be finite numbers.');
-    if (!Number.isFinite(step) || step === 0) throw new QkValueError(op, 'step', `must be a finite non-zero number, got ${step}.`);
+    if (!Number.isFinite(from) || !Number.isFinite(to))
+      throw new QkValueError(op, 'end', 'and start must be finite numbers.');
+    if (!Number.isFinite(step) || step === 0)
+      throw new QkValueError(op, 'step', `must be a finite non-zero number, got ${step}.`);
     const n = Math.max(0, Math.ceil((to - from) / step));
     const values = new Float64Array(n);
     for (let i = 0; i < n; i++) values[i] = from + i * step;
@@ -216,7 +286,8 @@ export class Tensor<D extends DType = DType> {
     options: RandomOptions<D> & { low?: number; high?: number } = {},
   ): Tensor<D> {
     const { low = 0, high = 1 } = options;
-    if (!(high > low)) throw new QkValueError('Tensor.rand', 'high', `must exceed low (${low}), got ${high}.`);
+    if (!(high > low))
+      throw new QkValueError('Tensor.rand', 'high', `must exceed low (${low}), got ${high}.`);
     return Tensor.#random(shape, options, 'Tensor.rand', (rng) => low + (high - low) * rng.nextFloat());
   }
 
@@ -277,7 +348,12 @@ export class Tensor<D extends DType = DType> {
   /** The only element of a one-element tensor. */
   item(): number {
     if (this.size !== 1) {
-      throw new QkShapeError({ op: 'Tensor.item', arg: 'this', expected: 'exactly one element', got: formatShape(this.shape) });
+      throw new QkShapeError({
+        op: 'Tensor.item',
+        arg: 'this',
+        expected: 'exactly one element',
+        got: formatShape(this.shape),
+      });
     }
     return this.toArray()[0]!;
   }
@@ -312,7 +388,8 @@ export class Tensor<D extends DType = DType> {
   reshape(shape: readonly number[]): Tensor<D> {
     const op = 'Tensor.reshape';
     const data = this.data;
-    if (!Array.isArray(shape)) throw new QkShapeError({ op, arg: 'shape', expected: 'an array of integers', got: String(shape) });
+    if (!Array.isArray(shape))
+      throw new QkShapeError({ op, arg: 'shape', expected: 'an array of integers', got: String(shape) });
     const inferAt = shape.indexOf(-1);
     if (inferAt !== shape.lastIndexOf(-1)) {
       throw new QkShapeError({ op, arg: 'shape', expected: 'at most one -1', got: formatShape(shape) });
@@ -321,13 +398,23 @@ export class Tensor<D extends DType = DType> {
     if (inferAt >= 0) {
       const known = shapeSize(shape.filter((_, i) => i !== inferAt));
       if (known === 0 || this.size % known !== 0) {
-        throw new QkShapeError({ op, arg: 'shape', expected: `a shape whose size divides ${this.size}`, got: formatShape(shape) });
+        throw new QkShapeError({
+          op,
+          arg: 'shape',
+          expected: `a shape whose size divides ${this.size}`,
+          got: formatShape(shape),
+        });
       }
       resolved = shape.map((d, i) => (i === inferAt ? this.size / known : d));
     }
     const s = validateShape(resolved, op);
     if (shapeSize(s) !== this.size) {
-      throw new QkShapeError({ op, arg: 'shape', expected: `${this.size} elements (from ${formatShape(this.shape)})`, got: `${formatShape(s)} with ${shapeSize(s)}` });
+      throw new QkShapeError({
+        op,
+        arg: 'shape',
+        expected: `${this.size} elements (from ${formatShape(this.shape)})`,
+        got: `${formatShape(s)} with ${shapeSize(s)}`,
+      });
     }
     return new Tensor(data, s, this.dtype);
   }

@@ -3,7 +3,7 @@
  * the ops under test: they read tensors through `toArray()` (exact decoding) and do plain float64 math.
  */
 import { expect } from 'vitest';
-import { type FloatDType, QkError, type Shape, Tensor, roundToDType } from '../src/index.js';
+import { type FloatDType, QkError, roundToDType, type Shape, Tensor } from '../src/index.js';
 
 /** Sizes that are not powers of two, plus ones at the real Qwen3 widths. */
 export const ODD_SIZES = [1, 7, 111, 989, 4097] as const;
@@ -25,7 +25,12 @@ export function roundAll(values: ArrayLike<number>, dtype: FloatDType): Float64A
 }
 
 /** Asserts `fn` throws a QkError subclass with `code`, and that the message contains every fragment. */
-export function expectQkError(fn: () => unknown, ctor: new (...args: never[]) => QkError, code: string, ...fragments: string[]): QkError {
+export function expectQkError(
+  fn: () => unknown,
+  ctor: new (...args: never[]) => QkError,
+  code: string,
+  ...fragments: string[]
+): QkError {
   let caught: unknown;
   try {
     fn();
@@ -41,7 +46,10 @@ export function expectQkError(fn: () => unknown, ctor: new (...args: never[]) =>
 }
 
 /** Relative L2 error and max-abs of `actual` against a float64 oracle, both finite-checked. */
-export function compare(actual: ArrayLike<number>, expected: ArrayLike<number>): { relL2: number; maxAbs: number } {
+export function compare(
+  actual: ArrayLike<number>,
+  expected: ArrayLike<number>,
+): { relL2: number; maxAbs: number } {
   expect(actual.length).toBe(expected.length);
   let d2 = 0;
   let r2 = 0;
@@ -49,7 +57,8 @@ export function compare(actual: ArrayLike<number>, expected: ArrayLike<number>):
   for (let i = 0; i < expected.length; i++) {
     const a = actual[i]!;
     const e = expected[i]!;
-    if (!Number.isFinite(a) || !Number.isFinite(e)) throw new Error(`non-finite value at ${i}: actual ${a}, expected ${e}`);
+    if (!Number.isFinite(a) || !Number.isFinite(e))
+      throw new Error(`non-finite value at ${i}: actual ${a}, expected ${e}`);
     const d = Math.abs(a - e);
     d2 += d * d;
     r2 += e * e;

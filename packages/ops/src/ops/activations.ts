@@ -65,7 +65,11 @@ export function activationFn(activation: Activation, op: string): (x: number) =>
     case 'gelu_tanh':
       return (x) => geluScalar(x, 'tanh');
     default:
-      throw new QkValueError(op, 'activation', `must be 'none', 'silu', 'gelu' or 'gelu_tanh', got ${String(activation)}.`);
+      throw new QkValueError(
+        op,
+        'activation',
+        `must be 'none', 'silu', 'gelu' or 'gelu_tanh', got ${String(activation)}.`,
+      );
   }
 }
 
@@ -86,7 +90,10 @@ export function silu<D extends FloatDType>(x: Tensor<D>): Tensor<D> {
  * GELU elementwise. `approximate: 'none'` (default): `y = x/2 · (1 + erf(x/√2))`;
  * `'tanh'`: `y = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))`. Float64 math, one rounding.
  */
-export function gelu<D extends FloatDType>(x: Tensor<D>, options: { approximate?: GeluApproximation } = {}): Tensor<D> {
+export function gelu<D extends FloatDType>(
+  x: Tensor<D>,
+  options: { approximate?: GeluApproximation } = {},
+): Tensor<D> {
   checkFloat('gelu', 'x', x);
   const approximate = options.approximate ?? 'none';
   if (approximate !== 'none' && approximate !== 'tanh') {
@@ -105,7 +112,12 @@ export function mul<D extends FloatDType>(a: Tensor<D>, b: Tensor<D>): Tensor<D>
   return zipFloats('mul', a, b, (p, q) => p * q);
 }
 
-function zipFloats<D extends FloatDType>(op: string, a: Tensor<D>, b: Tensor<D>, fn: (p: number, q: number) => number): Tensor<D> {
+function zipFloats<D extends FloatDType>(
+  op: string,
+  a: Tensor<D>,
+  b: Tensor<D>,
+  fn: (p: number, q: number) => number,
+): Tensor<D> {
   checkFloat(op, 'a', a);
   checkFloat(op, 'b', b);
   checkSameDtype(op, 'b', b, a, 'a');

@@ -28,7 +28,12 @@ export interface AttentionOptions {
  * For query t at position `p = positionOffset + t`: `s_j = scale · q_t · k_j` for keys `j ≤ p` (all j when not
  * causal), `y_t = Σ_j softmax(s)_j · v_j`. Returns `q`'s shape and dtype; float64 math, one rounding.
  */
-export function attention<D extends FloatDType>(q: Tensor<D>, k: Tensor<D>, v: Tensor<D>, options: AttentionOptions = {}): Tensor<D> {
+export function attention<D extends FloatDType>(
+  q: Tensor<D>,
+  k: Tensor<D>,
+  v: Tensor<D>,
+  options: AttentionOptions = {},
+): Tensor<D> {
   const op = 'attention';
   checkFloat(op, 'q', q);
   checkFloat(op, 'k', k);
@@ -36,23 +41,46 @@ export function attention<D extends FloatDType>(q: Tensor<D>, k: Tensor<D>, v: T
   checkSameDtype(op, 'k', k, q, 'q');
   checkSameDtype(op, 'v', v, q, 'q');
   if (q.rank !== 3 && q.rank !== 4) {
-    throw new QkShapeError({ op, arg: 'q', expected: '[qLen, qHeads, headDim] or [batch, qLen, qHeads, headDim]', got: formatShape(q.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'q',
+      expected: '[qLen, qHeads, headDim] or [batch, qLen, qHeads, headDim]',
+      got: formatShape(q.shape),
+    });
   }
   const batched = q.rank === 4;
   const batch = batched ? q.shape[0]! : 1;
   const [qLen, qHeads, headDim] = q.shape.slice(batched ? 1 : 0) as [number, number, number];
-  for (const [arg, t] of [['k', k], ['v', v]] as const) {
+  for (const [arg, t] of [
+    ['k', k],
+    ['v', v],
+  ] as const) {
     if (t.rank !== q.rank || (batched && t.shape[0] !== batch) || t.shape[t.rank - 1] !== headDim) {
       const lead = batched ? `${batch}, ` : '';
-      throw new QkShapeError({ op, arg, expected: `[${lead}kvLen, kvHeads, ${headDim}] (matching q)`, got: formatShape(t.shape) });
+      throw new QkShapeError({
+        op,
+        arg,
+        expected: `[${lead}kvLen, kvHeads, ${headDim}] (matching q)`,
+        got: formatShape(t.shape),
+      });
     }
   }
   const [kvLen, kvHeads] = k.shape.slice(batched ? 1 : 0) as [number, number];
   if (v.shape[v.rank - 3] !== kvLen || v.shape[v.rank - 2] !== kvHeads) {
-    throw new QkShapeError({ op, arg: 'v', expected: `the shape of k ${formatShape(k.shape)}`, got: formatShape(v.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'v',
+      expected: `the shape of k ${formatShape(k.shape)}`,
+      got: formatShape(v.shape),
+    });
   }
   if (kvHeads === 0 || qHeads % kvHeads !== 0) {
-    throw new QkShapeError({ op, arg: 'k', expected: `a KV head count dividing qHeads (${qHeads})`, got: `${kvHeads} heads` });
+    throw new QkShapeError({
+      op,
+      arg: 'k',
+      expected: `a KV head count dividing qHeads (${qHeads})`,
+      got: `${kvHeads} heads`,
+    });
   }
   const causal = options.causal ?? true;
   const offset = checkNonNegativeInt(op, 'positionOffset', options.positionOffset ?? kvLen - qLen);

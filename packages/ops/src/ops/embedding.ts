@@ -7,7 +7,11 @@ import { Tensor } from '../tensor.js';
 export type TokenIds = Tensor<'i32'> | ArrayLike<number>;
 
 /** Reads token ids and their shape, checking every id against the vocabulary size. */
-export function readTokenIds(op: string, ids: TokenIds, vocab: number): { values: ArrayLike<number>; shape: readonly number[] } {
+export function readTokenIds(
+  op: string,
+  ids: TokenIds,
+  vocab: number,
+): { values: ArrayLike<number>; shape: readonly number[] } {
   let values: ArrayLike<number>;
   let shape: readonly number[];
   if (ids instanceof Tensor) {
@@ -24,7 +28,13 @@ export function readTokenIds(op: string, ids: TokenIds, vocab: number): { values
   for (let i = 0; i < values.length; i++) {
     const id = values[i]!;
     if (!Number.isInteger(id) || id < 0 || id >= vocab) {
-      throw new QkIndexError(op, 'ids', id, vocab, `at position ${i}: token ids must lie within the vocabulary`);
+      throw new QkIndexError(
+        op,
+        'ids',
+        id,
+        vocab,
+        `at position ${i}: token ids must lie within the vocabulary`,
+      );
     }
   }
   return { values, shape };

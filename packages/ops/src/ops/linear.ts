@@ -58,7 +58,11 @@ export function matmulRowsByWeightRows(
  * `x` is `[..., in]`, `weight` is `[out, in]` (one row per output feature, as `nn.Linear` stores it), `bias` is
  * `[out]`; all one dtype. Returns `[..., out]` in that dtype. Float64 accumulation, one rounding.
  */
-export function linear<D extends FloatDType>(x: Tensor<D>, weight: Tensor<D>, options: LinearOptions<D> = {}): Tensor<D> {
+export function linear<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Tensor<D>,
+  options: LinearOptions<D> = {},
+): Tensor<D> {
   const op = 'linear';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });

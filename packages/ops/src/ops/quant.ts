@@ -39,13 +39,22 @@ export function roundHalfEven(x: number): number {
 
 /** Packs signed int4 values (−8..7) two per byte, low nibble first, offset by 8. */
 export function packInt4(values: ArrayLike<number>): Uint8Array {
-  if (values.length % 2 !== 0) throw new QkValueError('packInt4', 'values', `must have an even length, got ${values.length}.`);
+  if (values.length % 2 !== 0)
+    throw new QkValueError('packInt4', 'values', `must have an even length, got ${values.length}.`);
   const out = new Uint8Array(values.length / 2);
   for (let i = 0; i < out.length; i++) {
     const lo = values[2 * i]!;
     const hi = values[2 * i + 1]!;
-    for (const [v, at] of [[lo, 2 * i], [hi, 2 * i + 1]] as const) {
-      if (!Number.isInteger(v) || v < -8 || v > 7) throw new QkValueError('packInt4', 'values', `holds ${v} at index ${at}, outside the int4 range [-8, 7].`);
+    for (const [v, at] of [
+      [lo, 2 * i],
+      [hi, 2 * i + 1],
+    ] as const) {
+      if (!Number.isInteger(v) || v < -8 || v > 7)
+        throw new QkValueError(
+          'packInt4',
+          'values',
+          `holds ${v} at index ${at}, outside the int4 range [-8, 7].`,
+        );
     }
     out[i] = (lo + 8) | ((hi + 8) << 4);
   }
@@ -80,17 +89,23 @@ export function quantizeInt8(weight: Tensor<FloatDType>): Int8Weight {
     const base = o * n;
     let absmax = 0;
     for (let k = 0; k < n; k++) absmax = Math.max(absmax, Math.abs(w[base + k]!));
-    if (!Number.isFinite(absmax)) throw new QkValueError(op, 'weight', `row ${o} holds a non-finite value; it cannot be quantized.`);
+    if (!Number.isFinite(absmax))
+      throw new QkValueError(op, 'weight', `row ${o} holds a non-finite value; it cannot be quantized.`);
     const scale = Math.fround(absmax / 127);
     scales[o] = scale;
     if (scale === 0) continue;
-    for (let k = 0; k < n; k++) q[base + k] = Math.max(-127, Math.min(127, roundHalfEven(w[base + k]! / scale)));
+    for (let k = 0; k < n; k++)
+      q[base + k] = Math.max(-127, Math.min(127, roundHalfEven(w[base + k]! / scale)));
   }
-  return { qweight: Tensor.fromStorage(q, [outFeatures, n], 'i8'), scales: Tensor.fromStorage(scales, [outFeatures], 'f32') };
+  return {
+    qweight: Tensor.fromStorage(q, [outFeatures, n], 'i8'),
+    scales: Tensor.fromStorage(scales, [outFeatures], 'f32'),
+  };
 }
 
 function checkInt8Weight(op: string, qw: Int8Weight): [number, number] {
-  if (qw === null || typeof qw !== 'object') throw new QkValueError(op, 'weight', 'must be an Int8Weight { qweight, scales } from quantizeInt8.');
+  if (qw === null || typeof qw !== 'object')
+    throw new QkValueError(op, 'weight', 'must be an Int8Weight { qweight, scales } from quantizeInt8.');
   checkDtype(op, 'weight.qweight', qw.qweight, ['i8']);
   checkRank(op, 'weight.qweight', qw.qweight, 2, 'qweight is [out, in]');
   checkDtype(op, 'weight.scales', qw.scales, ['f32']);
@@ -113,13 +128,22 @@ export function dequantizeInt8<D extends FloatDType = 'f32'>(qw: Int8Weight, dty
  * Weight-only INT8 linear: `y[..., o] = (Σ_k x[..., k] · q[o, k]) · scale[o] + bias[o]`. `x` is `[..., in]`;
  * the result is `[..., out]` in `x`'s dtype. Float64 accumulation, one rounding.
  */
-export function linearInt8<D extends FloatDType>(x: Tensor<D>, weight: Int8Weight, options: { bias?: Tensor<D> } = {}): Tensor<D> {
+export function linearInt8<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Int8Weight,
+  options: { bias?: Tensor<D> } = {},
+): Tensor<D> {
   const op = 'linearInt8';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });
   const [outFeatures, n] = checkInt8Weight(op, weight);
   if (x.shape[x.rank - 1] !== n) {
-    throw new QkShapeError({ op, arg: 'x', expected: `[..., ${n}] (the in-features of the weight)`, got: formatShape(x.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'x',
+      expected: `[..., ${n}] (the in-features of the weight)`,
+      got: formatShape(x.shape),
+    });
   }
   const bias = readBias(op, x, options.bias, outFeatures);
   const rows = leadingSize(x.shape);
@@ -132,7 +156,12 @@ export function linearInt8<D extends FloatDType>(x: Tensor<D>, weight: Int8Weigh
   return fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype);
 }
 
-function readBias<D extends FloatDType>(op: string, x: Tensor<D>, bias: Tensor<D> | undefined, outFeatures: number) {
+function readBias<D extends FloatDType>(
+  op: string,
+  x: Tensor<D>,
+  bias: Tensor<D> | undefined,
+  outFeatures: number,
+) {
   if (bias === undefined) return undefined;
   checkFloat(op, 'bias', bias);
   checkSameDtype(op, 'bias', bias, x, 'x');
@@ -149,10 +178,16 @@ export function quantizeInt4(weight: Tensor<FloatDType>, options: { groupSize?: 
   const op = 'quantizeInt4';
   checkWeightMatrix(op, weight);
   const groupSize = checkPositiveInt(op, 'groupSize', options.groupSize ?? DEFAULT_INT4_GROUP);
-  if (groupSize % 2 !== 0) throw new QkValueError(op, 'groupSize', `must be even (two int4 values per byte), got ${groupSize}.`);
+  if (groupSize % 2 !== 0)
+    throw new QkValueError(op, 'groupSize', `must be even (two int4 values per byte), got ${groupSize}.`);
   const [outFeatures, n] = weight.shape as [number, number];
   if (n % groupSize !== 0) {
-    throw new QkShapeError({ op, arg: 'weight', expected: `[out, in] with in a multiple of groupSize ${groupSize}`, got: formatShape(weight.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'weight',
+      expected: `[out, in] with in a multiple of groupSize ${groupSize}`,
+      got: formatShape(weight.shape),
+    });
   }
   const groups = n / groupSize;
   const w = readFloats(weight);
@@ -163,11 +198,13 @@ export function quantizeInt4(weight: Tensor<FloatDType>, options: { groupSize?: 
       const base = o * n + g * groupSize;
       let absmax = 0;
       for (let k = 0; k < groupSize; k++) absmax = Math.max(absmax, Math.abs(w[base + k]!));
-      if (!Number.isFinite(absmax)) throw new QkValueError(op, 'weight', `row ${o} holds a non-finite value; it cannot be quantized.`);
+      if (!Number.isFinite(absmax))
+        throw new QkValueError(op, 'weight', `row ${o} holds a non-finite value; it cannot be quantized.`);
       const scale = Math.fround(absmax / 7);
       scales[o * groups + g] = scale;
       if (scale === 0) continue;
-      for (let k = 0; k < groupSize; k++) q[base + k] = Math.max(-7, Math.min(7, roundHalfEven(w[base + k]! / scale)));
+      for (let k = 0; k < groupSize; k++)
+        q[base + k] = Math.max(-7, Math.min(7, roundHalfEven(w[base + k]! / scale)));
     }
   }
   return {
@@ -178,7 +215,12 @@ export function quantizeInt4(weight: Tensor<FloatDType>, options: { groupSize?: 
 }
 
 function checkInt4Weight(op: string, qw: Int4Weight): [number, number, number] {
-  if (qw === null || typeof qw !== 'object') throw new QkValueError(op, 'weight', 'must be an Int4Weight { qweight, scales, groupSize } from quantizeInt4.');
+  if (qw === null || typeof qw !== 'object')
+    throw new QkValueError(
+      op,
+      'weight',
+      'must be an Int4Weight { qweight, scales, groupSize } from quantizeInt4.',
+    );
   checkDtype(op, 'weight.qweight', qw.qweight, ['u8']);
   checkRank(op, 'weight.qweight', qw.qweight, 2, 'qweight is [out, in/2], two int4 values per byte');
   checkDtype(op, 'weight.scales', qw.scales, ['f32']);
@@ -186,7 +228,11 @@ function checkInt4Weight(op: string, qw: Int4Weight): [number, number, number] {
   const outFeatures = qw.qweight.shape[0]!;
   const n = qw.qweight.shape[1]! * 2;
   if (groupSize % 2 !== 0 || n % groupSize !== 0) {
-    throw new QkValueError(op, 'weight.groupSize', `(${groupSize}) must be even and divide the ${n} in-features.`);
+    throw new QkValueError(
+      op,
+      'weight.groupSize',
+      `(${groupSize}) must be even and divide the ${n} in-features.`,
+    );
   }
   checkShape(op, 'weight.scales', qw.scales, [outFeatures, n / groupSize], 'one scale per row and group');
   return [outFeatures, n, groupSize];
@@ -194,7 +240,11 @@ function checkInt4Weight(op: string, qw: Int4Weight): [number, number, number] {
 
 /** Unpacks and rescales an INT4 weight to floats of `dtype` (default f32), `[out, in]`. */
 export function dequantizeInt4<D extends FloatDType = 'f32'>(qw: Int4Weight, dtype?: D): Tensor<D> {
-  return fromFloats(dequantizeInt4ToF64('dequantizeInt4', qw), [qw.qweight.shape[0]!, qw.qweight.shape[1]! * 2], (dtype ?? 'f32') as D);
+  return fromFloats(
+    dequantizeInt4ToF64('dequantizeInt4', qw),
+    [qw.qweight.shape[0]!, qw.qweight.shape[1]! * 2],
+    (dtype ?? 'f32') as D,
+  );
 }
 
 /** Dequantized values in float64, where every `q · scale` product is exact. */
@@ -215,13 +265,22 @@ function dequantizeInt4ToF64(op: string, qw: Int4Weight): Float64Array {
  * `x` is `[..., in]`; returns `[..., out]` in `x`'s dtype. Weights are dequantized in float64 (each
  * `q · scale` is exact there), then summed in float64 and rounded once.
  */
-export function linearInt4<D extends FloatDType>(x: Tensor<D>, weight: Int4Weight, options: { bias?: Tensor<D> } = {}): Tensor<D> {
+export function linearInt4<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Int4Weight,
+  options: { bias?: Tensor<D> } = {},
+): Tensor<D> {
   const op = 'linearInt4';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });
   const [outFeatures, n] = checkInt4Weight(op, weight);
   if (x.shape[x.rank - 1] !== n) {
-    throw new QkShapeError({ op, arg: 'x', expected: `[..., ${n}] (the in-features of the weight)`, got: formatShape(x.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'x',
+      expected: `[..., ${n}] (the in-features of the weight)`,
+      got: formatShape(x.shape),
+    });
   }
   const bias = readBias(op, x, options.bias, outFeatures);
   const rows = leadingSize(x.shape);

@@ -17,7 +17,14 @@ export const DEFAULT_RMS_EPS = 1e-6;
  * Normalises each row of `src` (rows × n, float32) into `out`: `out[i] = src[i] / sqrt(mean(src²) + eps) * w[i]`.
  * Sums run in float64.
  */
-export function rmsnormRows(src: Float32Array, weight: Float32Array, rows: number, n: number, eps: number, out: Float32Array): void {
+export function rmsnormRows(
+  src: Float32Array,
+  weight: Float32Array,
+  rows: number,
+  n: number,
+  eps: number,
+  out: Float32Array,
+): void {
   for (let r = 0; r < rows; r++) {
     const base = r * n;
     let sumSq = 0;
@@ -39,7 +46,11 @@ export function rmsnormRows(src: Float32Array, weight: Float32Array, rows: numbe
  * computes in float64 and rounds once to the output dtype; HF additionally rounds the normalised value to the
  * model dtype before multiplying by `weight`, a difference well inside the bf16 tolerance.
  */
-export function rmsnorm<D extends FloatDType>(x: Tensor<D>, weight: Tensor<D>, options: RmsnormOptions = {}): Tensor<D> {
+export function rmsnorm<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Tensor<D>,
+  options: RmsnormOptions = {},
+): Tensor<D> {
   const op = 'rmsnorm';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });
@@ -101,7 +112,11 @@ export function fusedAddRmsnorm<D extends FloatDType>(
  * `x` is `[..., heads, headDim]` (e.g. `[tokens, heads, headDim]`), `weight` is `[headDim]`, shared by all
  * heads. Same math and rounding as {@link rmsnorm} applied to the last axis.
  */
-export function qkNorm<D extends FloatDType>(x: Tensor<D>, weight: Tensor<D>, options: RmsnormOptions = {}): Tensor<D> {
+export function qkNorm<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Tensor<D>,
+  options: RmsnormOptions = {},
+): Tensor<D> {
   const op = 'qkNorm';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 2 }, 'x is [..., heads, headDim]');

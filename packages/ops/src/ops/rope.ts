@@ -23,7 +23,8 @@ export const DEFAULT_ROPE_THETA = 1_000_000;
 export function ropeInvFreq(headDim: number, theta: number): Float32Array {
   const half = headDim / 2;
   const inv = new Float32Array(half);
-  for (let i = 0; i < half; i++) inv[i] = Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / headDim)));
+  for (let i = 0; i < half; i++)
+    inv[i] = Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / headDim)));
   return inv;
 }
 
@@ -44,14 +45,25 @@ export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): 
   checkRank(op, 'x', x, 3, 'x is [tokens, heads, headDim]');
   const [tokens, heads, headDim] = x.shape as [number, number, number];
   if (headDim % 2 !== 0) {
-    throw new QkShapeError({ op, arg: 'x', expected: 'an even headDim (last axis)', got: formatShape(x.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'x',
+      expected: 'an even headDim (last axis)',
+      got: formatShape(x.shape),
+    });
   }
   const theta = checkPositive(op, 'theta', options.theta ?? DEFAULT_ROPE_THETA);
   const raw = options.positions;
-  if (raw === undefined || raw === null) throw new QkValueError(op, 'positions', 'is required: one position per token.');
+  if (raw === undefined || raw === null)
+    throw new QkValueError(op, 'positions', 'is required: one position per token.');
   const positions = raw instanceof Tensor ? raw.toArray() : raw;
   if (positions.length !== tokens) {
-    throw new QkShapeError({ op, arg: 'positions', expected: `${tokens} positions (one per token of x)`, got: `${positions.length}` });
+    throw new QkShapeError({
+      op,
+      arg: 'positions',
+      expected: `${tokens} positions (one per token of x)`,
+      got: `${positions.length}`,
+    });
   }
   const half = headDim / 2;
   const invFreq = ropeInvFreq(headDim, theta);
@@ -61,7 +73,8 @@ export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): 
   const sin = new Float64Array(half);
   for (let t = 0; t < tokens; t++) {
     const p = checkFinite(op, 'positions', positions[t]);
-    if (!Number.isInteger(p) || p < 0) throw new QkValueError(op, 'positions', `must hold non-negative integers, got ${p} at index ${t}.`);
+    if (!Number.isInteger(p) || p < 0)
+      throw new QkValueError(op, 'positions', `must hold non-negative integers, got ${p} at index ${t}.`);
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(p * invFreq[i]!);
       cos[i] = Math.cos(angle);

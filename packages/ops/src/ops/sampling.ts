@@ -64,9 +64,11 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
   checkFloat(op, 'logits', logits);
   checkRank(op, 'logits', logits, { min: 1 });
   const temperature = checkFinite(op, 'temperature', options.temperature ?? 1);
-  if (temperature < 0) throw new QkValueError(op, 'temperature', `must be >= 0 (0 means greedy), got ${temperature}.`);
+  if (temperature < 0)
+    throw new QkValueError(op, 'temperature', `must be >= 0 (0 means greedy), got ${temperature}.`);
   const topK = options.topK ?? 0;
-  if (!Number.isSafeInteger(topK) || topK < 0) throw new QkValueError(op, 'topK', `must be a non-negative integer (0 disables it), got ${topK}.`);
+  if (!Number.isSafeInteger(topK) || topK < 0)
+    throw new QkValueError(op, 'topK', `must be a non-negative integer (0 disables it), got ${topK}.`);
   const topP = checkFinite(op, 'topP', options.topP ?? 1);
   if (!(topP > 0 && topP <= 1)) throw new QkValueError(op, 'topP', `must lie in (0, 1], got ${topP}.`);
   const vocab = logits.shape[logits.rank - 1]!;
@@ -75,7 +77,11 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
   for (let i = 0; i < src.length; i++) {
     const v = src[i]!;
     if (Number.isNaN(v) || v === Infinity) {
-      throw new QkValueError(op, 'logits', `holds ${v} at flat index ${i}; logits must be finite or -Infinity (masked).`);
+      throw new QkValueError(
+        op,
+        'logits',
+        `holds ${v} at flat index ${i}; logits must be finite or -Infinity (masked).`,
+      );
     }
   }
   const rows = logits.size / vocab;
@@ -93,7 +99,8 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
     order.sort((a, b) => src[base + b]! - src[base + a]! || a - b);
     const kept = topK > 0 ? Math.min(topK, vocab) : vocab;
     const max = src[base + order[0]!]! / temperature;
-    if (max === -Infinity) throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
+    if (max === -Infinity)
+      throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
     let sum = 0;
     for (let i = 0; i < kept; i++) {
       const p = Math.exp(src[base + order[i]!]! / temperature - max);

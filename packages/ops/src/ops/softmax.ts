@@ -8,7 +8,13 @@ import type { Tensor } from '../tensor.js';
  * Softmax of each row `src[r·n : (r+1)·n]` divided by `temperature`, written to `out` (float64 math). Rows whose
  * maximum is −∞ (everything masked) become NaN, as in PyTorch; a row containing NaN becomes NaN.
  */
-export function softmaxRows(src: ArrayLike<number>, rows: number, n: number, temperature: number, out: Float32Array | Float64Array): void {
+export function softmaxRows(
+  src: ArrayLike<number>,
+  rows: number,
+  n: number,
+  temperature: number,
+  out: Float32Array | Float64Array,
+): void {
   for (let r = 0; r < rows; r++) {
     const base = r * n;
     let max = -Infinity;
@@ -27,7 +33,10 @@ export function softmaxRows(src: ArrayLike<number>, rows: number, n: number, tem
  * Softmax over the last axis: `y[i] = exp(x[i]/T − max) / Σ_j exp(x[j]/T − max)`, with temperature T (default 1).
  * Float64 math, one rounding to `x`'s dtype.
  */
-export function softmax<D extends FloatDType>(x: Tensor<D>, options: { temperature?: number } = {}): Tensor<D> {
+export function softmax<D extends FloatDType>(
+  x: Tensor<D>,
+  options: { temperature?: number } = {},
+): Tensor<D> {
   const op = 'softmax';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });

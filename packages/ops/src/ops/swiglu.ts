@@ -38,7 +38,12 @@ export function swigluFused<D extends FloatDType>(gateUp: Tensor<D>): Tensor<D> 
   checkRank(op, 'gateUp', gateUp, { min: 1 });
   const width = gateUp.shape[gateUp.rank - 1]!;
   if (width % 2 !== 0) {
-    throw new QkShapeError({ op, arg: 'gateUp', expected: 'an even last axis (gate then up)', got: formatShape(gateUp.shape) });
+    throw new QkShapeError({
+      op,
+      arg: 'gateUp',
+      expected: 'an even last axis (gate then up)',
+      got: formatShape(gateUp.shape),
+    });
   }
   const ffn = width / 2;
   const rows = leadingSize(gateUp.shape);

@@ -37,7 +37,9 @@ export function closeness(actual: Values, expected: Values): Closeness {
   const a = values(actual, 'actual');
   const e = values(expected, 'expected');
   if (a.shape !== undefined && e.shape !== undefined && formatShape(a.shape) !== formatShape(e.shape)) {
-    throw new QkAssertionError(`shapes differ: actual ${formatShape(a.shape)}, expected ${formatShape(e.shape)}.`);
+    throw new QkAssertionError(
+      `shapes differ: actual ${formatShape(a.shape)}, expected ${formatShape(e.shape)}.`,
+    );
   }
   if (a.data.length !== e.data.length) {
     throw new QkAssertionError(`lengths differ: actual ${a.data.length}, expected ${e.data.length}.`);
@@ -74,7 +76,12 @@ export type CloseOptions = Tolerance | { op: ToleranceOp; dtype: 'f32' | 'f16' |
  * difference ≤ `atol`, and NaN/±∞ in exactly the same places. The message reports both measures and the first
  * offending indices with their values. Returns the measured {@link Closeness}.
  */
-export function assertClose(actual: Values, expected: Values, options: CloseOptions, label = 'values'): Closeness {
+export function assertClose(
+  actual: Values,
+  expected: Values,
+  options: CloseOptions,
+  label = 'values',
+): Closeness {
   const tol = 'op' in options ? toleranceFor(options.op, options.dtype) : options;
   const c = closeness(actual, expected);
   const a = values(actual, 'actual').data;
@@ -94,7 +101,9 @@ export function assertClose(actual: Values, expected: Values, options: CloseOpti
       .join('; ');
     const reasons = [
       c.relL2 > tol.rtol ? `relative L2 ${c.relL2.toExponential(3)} > rtol ${tol.rtol}` : '',
-      c.maxAbs > tol.atol ? `max abs ${c.maxAbs.toExponential(3)} at [${c.maxAbsIndex}] > atol ${tol.atol}` : '',
+      c.maxAbs > tol.atol
+        ? `max abs ${c.maxAbs.toExponential(3)} at [${c.maxAbsIndex}] > atol ${tol.atol}`
+        : '',
       c.nonFiniteMismatches.length > 0 ? `${c.nonFiniteMismatches.length} NaN/inf mismatches` : '',
     ].filter(Boolean);
     throw new QkAssertionError(

@@ -6,6 +6,7 @@
  * assertClose(myRmsnorm(x, w), rmsnorm(x, w), { op: 'rmsnorm', dtype: 'bf16' });
  * ```
  */
-export { type Closeness, type CloseOptions, assertClose, closeness } from './assert-close.js';
-export { type Tolerance, type ToleranceOp, TOLERANCES, toleranceFor } from './tolerances.js';
+
 export { QkAssertionError } from '../errors.js';
+export { assertClose, type Closeness, type CloseOptions, closeness } from './assert-close.js';
+export { TOLERANCES, type Tolerance, type ToleranceOp, toleranceFor } from './tolerances.js';

@@ -46,23 +46,24 @@ const reduction: Record<FloatDType, Tolerance> = {
   bf16: { rtol: 1e-2, atol: 1e-1 },
 };
 
-export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType, Tolerance>>>> = Object.freeze({
-  rmsnorm: reduction,
-  fusedAddRmsnorm: reduction,
-  qkNorm: reduction,
-  rope: elementwise,
-  silu: elementwise,
-  gelu: elementwise,
-  swiglu: elementwise,
-  add: elementwise,
-  mul: elementwise,
-  linear: reduction,
-  embedding: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
-  softmax: reduction,
-  attention: reduction,
-  linearInt8: reduction,
-  linearInt4: reduction,
-});
+export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType, Tolerance>>>> =
+  Object.freeze({
+    rmsnorm: reduction,
+    fusedAddRmsnorm: reduction,
+    qkNorm: reduction,
+    rope: elementwise,
+    silu: elementwise,
+    gelu: elementwise,
+    swiglu: elementwise,
+    add: elementwise,
+    mul: elementwise,
+    linear: reduction,
+    embedding: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    softmax: reduction,
+    attention: reduction,
+    linearInt8: reduction,
+    linearInt4: reduction,
+  });
 
 /** The tolerance for `op` at `dtype`. */
 export function toleranceFor(op: ToleranceOp, dtype: FloatDType): Tolerance {
