@@ -103,19 +103,19 @@ export function gelu<D extends FloatDType>(
 }
 
 /** Elementwise `a + b` (same shape and dtype), float64 math, one rounding. */
-export function add<D extends FloatDType>(a: Tensor<D>, b: Tensor<D>): Tensor<D> {
+export function add<D extends FloatDType>(a: Tensor<D>, b: Tensor<NoInfer<D>>): Tensor<D> {
   return zipFloats('add', a, b, (p, q) => p + q);
 }
 
 /** Elementwise `a · b` (same shape and dtype), float64 math, one rounding. */
-export function mul<D extends FloatDType>(a: Tensor<D>, b: Tensor<D>): Tensor<D> {
+export function mul<D extends FloatDType>(a: Tensor<D>, b: Tensor<NoInfer<D>>): Tensor<D> {
   return zipFloats('mul', a, b, (p, q) => p * q);
 }
 
 function zipFloats<D extends FloatDType>(
   op: string,
   a: Tensor<D>,
-  b: Tensor<D>,
+  b: Tensor<NoInfer<D>>,
   fn: (p: number, q: number) => number,
 ): Tensor<D> {
   checkFloat(op, 'a', a);

@@ -30,8 +30,8 @@ export interface AttentionOptions {
  */
 export function attention<D extends FloatDType>(
   q: Tensor<D>,
-  k: Tensor<D>,
-  v: Tensor<D>,
+  k: Tensor<NoInfer<D>>,
+  v: Tensor<NoInfer<D>>,
   options: AttentionOptions = {},
 ): Tensor<D> {
   const op = 'attention';

@@ -8,7 +8,7 @@ import { type Activation, activationFn } from './activations.js';
 /** Options of {@link linear}. */
 export interface LinearOptions<D extends FloatDType> {
   /** `[out]`, added before the activation. Qwen3's projections have none. */
-  bias?: Tensor<D>;
+  bias?: Tensor<NoInfer<D>>;
   /** Epilogue applied to every output element. Default `'none'`. */
   activation?: Activation;
 }
@@ -60,7 +60,7 @@ export function matmulRowsByWeightRows(
  */
 export function linear<D extends FloatDType>(
   x: Tensor<D>,
-  weight: Tensor<D>,
+  weight: Tensor<NoInfer<D>>,
   options: LinearOptions<D> = {},
 ): Tensor<D> {
   const op = 'linear';

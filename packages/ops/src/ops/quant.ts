@@ -131,7 +131,7 @@ export function dequantizeInt8<D extends FloatDType = 'f32'>(qw: Int8Weight, dty
 export function linearInt8<D extends FloatDType>(
   x: Tensor<D>,
   weight: Int8Weight,
-  options: { bias?: Tensor<D> } = {},
+  options: { bias?: Tensor<NoInfer<D>> } = {},
 ): Tensor<D> {
   const op = 'linearInt8';
   checkFloat(op, 'x', x);
@@ -268,7 +268,7 @@ function dequantizeInt4ToF64(op: string, qw: Int4Weight): Float64Array {
 export function linearInt4<D extends FloatDType>(
   x: Tensor<D>,
   weight: Int4Weight,
-  options: { bias?: Tensor<D> } = {},
+  options: { bias?: Tensor<NoInfer<D>> } = {},
 ): Tensor<D> {
   const op = 'linearInt4';
   checkFloat(op, 'x', x);

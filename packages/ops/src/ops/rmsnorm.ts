@@ -48,7 +48,7 @@ export function rmsnormRows(
  */
 export function rmsnorm<D extends FloatDType>(
   x: Tensor<D>,
-  weight: Tensor<D>,
+  weight: Tensor<NoInfer<D>>,
   options: RmsnormOptions = {},
 ): Tensor<D> {
   const op = 'rmsnorm';
@@ -81,8 +81,8 @@ export interface FusedAddRmsnormResult<D extends FloatDType> {
  */
 export function fusedAddRmsnorm<D extends FloatDType>(
   x: Tensor<D>,
-  residual: Tensor<D>,
-  weight: Tensor<D>,
+  residual: Tensor<NoInfer<D>>,
+  weight: Tensor<NoInfer<D>>,
   options: RmsnormOptions = {},
 ): FusedAddRmsnormResult<D> {
   const op = 'fusedAddRmsnorm';
@@ -114,7 +114,7 @@ export function fusedAddRmsnorm<D extends FloatDType>(
  */
 export function qkNorm<D extends FloatDType>(
   x: Tensor<D>,
-  weight: Tensor<D>,
+  weight: Tensor<NoInfer<D>>,
   options: RmsnormOptions = {},
 ): Tensor<D> {
   const op = 'qkNorm';

@@ -14,7 +14,7 @@ import { siluScalar } from './activations.js';
  * `gate` and `up` are `[..., ffn]` of one dtype. Float64 math, one rounding (HF rounds `silu(gate)` to the
  * model dtype before the product).
  */
-export function swiglu<D extends FloatDType>(gate: Tensor<D>, up: Tensor<D>): Tensor<D> {
+export function swiglu<D extends FloatDType>(gate: Tensor<D>, up: Tensor<NoInfer<D>>): Tensor<D> {
   const op = 'swiglu';
   checkFloat(op, 'gate', gate);
   checkFloat(op, 'up', up);
