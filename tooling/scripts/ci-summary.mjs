@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// Sums the vitest JSON reports that every package's `test` task writes (test-results/vitest.json) into the one
+// line CI reads: "N passed, N failed, N skipped". A test file that failed without a failing test (a crash in
+// beforeAll, an import error) counts as one failure; a package whose report is missing counts as one too.
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = new URL('../..', import.meta.url).pathname;
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+const lines = [];
+for (const group of ['packages', 'apps']) {
+  const dir = join(root, group);
+  if (!existsSync(dir)) continue;
+  for (const name of readdirSync(dir)) {
+    const pkgDir = join(dir, name);
+    const manifestPath = join(pkgDir, 'package.json');
+    if (!existsSync(manifestPath)) continue;
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8'));
+    if (!manifest.scripts?.test) continue;
+    const reportPath = join(pkgDir, 'test-results', 'vitest.json');
+    if (!existsSync(reportPath)) {
+      failed += 1;
+      lines.push(`${manifest.name}: no test report (${reportPath}) — its tests did not run`);
+      continue;
+    }
+    const report = JSON.parse(readFileSync(reportPath, 'utf8'));
+    let p = 0;
+    let f = 0;
+    let s = 0;
+    for (const file of report.testResults ?? []) {
+      const results = file.assertionResults ?? [];
+      const fileFailed = results.filter((r) => r.status === 'failed').length;
+      p += results.filter((r) => r.status === 'passed').length;
+      s += results.filter((r) => r.status === 'skipped' || r.status === 'pending' || r.status === 'todo').length;
+      f += fileFailed;
+      if (file.status === 'failed' && fileFailed === 0) f += 1;
+    }
+    passed += p;
+    failed += f;
+    skipped += s;
+    lines.push(`${manifest.name}: ${p} passed, ${f} failed, ${s} skipped`);
+  }
+}
+for (const l of lines) console.log(l);
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exit(failed > 0 || passed === 0 ? 1 : 0);
