@@ -18,10 +18,11 @@ export function softmaxRows(
   for (let r = 0; r < rows; r++) {
     const base = r * n;
     let max = -Infinity;
-    for (let i = 0; i < n; i++) max = Math.max(max, src[base + i]! / temperature);
+    for (let i = 0; i < n; i++) max = Math.max(max, src[base + i]!);
     let sum = 0;
     for (let i = 0; i < n; i++) {
-      const e = Math.exp(src[base + i]! / temperature - max);
+      // Subtract before dividing: x/T alone overflows to ±∞ for a tiny T and would turn the row into NaN.
+      const e = Math.exp((src[base + i]! - max) / temperature);
       out[base + i] = e;
       sum += e;
     }
