@@ -2,7 +2,7 @@
 // Sums the vitest JSON reports that every package's `test` task writes (test-results/vitest.json) into the one
 // line CI reads: "N passed, N failed, N skipped". A test file that failed without a failing test (a crash in
 // beforeAll, an import error) counts as one failure; a package whose report is missing counts as one too.
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -33,7 +33,9 @@ for (const group of ['packages', 'apps']) {
       const results = file.assertionResults ?? [];
       const fileFailed = results.filter((r) => r.status === 'failed').length;
       p += results.filter((r) => r.status === 'passed').length;
-      s += results.filter((r) => r.status === 'skipped' || r.status === 'pending' || r.status === 'todo').length;
+      s += results.filter(
+        (r) => r.status === 'skipped' || r.status === 'pending' || r.status === 'todo',
+      ).length;
       f += fileFailed;
       if (file.status === 'failed' && fileFailed === 0) f += 1;
     }

@@ -6,7 +6,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { arch, cpus, platform } from 'node:os';
 import {
-  Tensor,
   attention,
   fusedAddRmsnorm,
   linear,
@@ -18,6 +17,7 @@ import {
   rope,
   sample,
   swiglu,
+  Tensor,
 } from '@qk/ops';
 
 const quick = process.argv.includes('--quick');
@@ -59,29 +59,77 @@ function bench(name, shape, makeInputs, run, { bytes = 0, flops = 0 } = {}) {
 
 const H = 1024; // Qwen3-0.6B hidden size
 const results = [
-  bench('rmsnorm', [8, H], () => [rand([8, H]), rand([H])], ([x, w]) => rmsnorm(x, w), { bytes: 2 * 8 * H * 2 }),
-  bench('fusedAddRmsnorm', [8, H], () => [rand([8, H]), rand([8, H]), rand([H])], ([x, r, w]) => fusedAddRmsnorm(x, r, w), {
-    bytes: 4 * 8 * H * 2,
-  }),
-  bench('rope', [8, 16, 128], () => [rand([8, 16, 128])], ([x]) => rope(x, { positions: [0, 1, 2, 3, 4, 5, 6, 7] }), {
-    bytes: 2 * 8 * 16 * 128 * 2,
-  }),
-  bench('swiglu', [8, 3072], () => [rand([8, 3072]), rand([8, 3072])], ([g, u]) => swiglu(g, u), { bytes: 3 * 8 * 3072 * 2 }),
-  bench('linear (decode row)', [1, H, 2048], () => [rand([1, H]), rand([2048, H])], ([x, w]) => linear(x, w), {
-    bytes: 2048 * H * 2,
-    flops: 2 * 2048 * H,
-  }),
-  bench('linear (tiny prefill)', [32, 256, 768], () => [rand([32, 256]), rand([768, 256])], ([x, w]) => linear(x, w), {
-    flops: 2 * 32 * 256 * 768,
-  }),
-  bench('linearInt8 (decode row)', [1, H, 2048], () => [rand([1, H]), quantizeInt8(rand([2048, H]))], ([x, w]) => linearInt8(x, w), {
-    bytes: 2048 * H,
-    flops: 2 * 2048 * H,
-  }),
-  bench('linearInt4 (decode row)', [1, H, 2048], () => [rand([1, H]), quantizeInt4(rand([2048, H]))], ([x, w]) => linearInt4(x, w), {
-    bytes: (2048 * H) / 2,
-    flops: 2 * 2048 * H,
-  }),
+  bench(
+    'rmsnorm',
+    [8, H],
+    () => [rand([8, H]), rand([H])],
+    ([x, w]) => rmsnorm(x, w),
+    { bytes: 2 * 8 * H * 2 },
+  ),
+  bench(
+    'fusedAddRmsnorm',
+    [8, H],
+    () => [rand([8, H]), rand([8, H]), rand([H])],
+    ([x, r, w]) => fusedAddRmsnorm(x, r, w),
+    {
+      bytes: 4 * 8 * H * 2,
+    },
+  ),
+  bench(
+    'rope',
+    [8, 16, 128],
+    () => [rand([8, 16, 128])],
+    ([x]) => rope(x, { positions: [0, 1, 2, 3, 4, 5, 6, 7] }),
+    {
+      bytes: 2 * 8 * 16 * 128 * 2,
+    },
+  ),
+  bench(
+    'swiglu',
+    [8, 3072],
+    () => [rand([8, 3072]), rand([8, 3072])],
+    ([g, u]) => swiglu(g, u),
+    { bytes: 3 * 8 * 3072 * 2 },
+  ),
+  bench(
+    'linear (decode row)',
+    [1, H, 2048],
+    () => [rand([1, H]), rand([2048, H])],
+    ([x, w]) => linear(x, w),
+    {
+      bytes: 2048 * H * 2,
+      flops: 2 * 2048 * H,
+    },
+  ),
+  bench(
+    'linear (tiny prefill)',
+    [32, 256, 768],
+    () => [rand([32, 256]), rand([768, 256])],
+    ([x, w]) => linear(x, w),
+    {
+      flops: 2 * 32 * 256 * 768,
+    },
+  ),
+  bench(
+    'linearInt8 (decode row)',
+    [1, H, 2048],
+    () => [rand([1, H]), quantizeInt8(rand([2048, H]))],
+    ([x, w]) => linearInt8(x, w),
+    {
+      bytes: 2048 * H,
+      flops: 2 * 2048 * H,
+    },
+  ),
+  bench(
+    'linearInt4 (decode row)',
+    [1, H, 2048],
+    () => [rand([1, H]), quantizeInt4(rand([2048, H]))],
+    ([x, w]) => linearInt4(x, w),
+    {
+      bytes: (2048 * H) / 2,
+      flops: 2 * 2048 * H,
+    },
+  ),
   bench(
     'attention (decode, 512 cached)',
     [1, 16, 8, 128, 512],
@@ -89,11 +137,18 @@ const results = [
     ([q, k, v]) => attention(q, k, v),
     { bytes: 2 * 512 * 8 * 128 * 2, flops: 4 * 16 * 512 * 128 },
   ),
-  bench('sample (top-k 50, top-p 0.9)', [1, 151936], () => [rand([1, 151936], 'f32')], ([l]) => sample(l, { topK: 50, topP: 0.9, seed: 3 })),
+  bench(
+    'sample (top-k 50, top-p 0.9)',
+    [1, 151936],
+    () => [rand([1, 151936], 'f32')],
+    ([l]) => sample(l, { topK: 50, topP: 0.9, seed: 3 }),
+  ),
 ];
 
 const fmt = (v, digits) => (v === null ? '—' : v.toFixed(digits));
-console.log(`@qk/ops reference ops on the CPU (${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version})`);
+console.log(
+  `@qk/ops reference ops on the CPU (${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version})`,
+);
 console.log('| op | shape | dtype | median ms | p10 ms | p90 ms | GB/s | GFLOP/s |');
 console.log('| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |');
 for (const r of results) {
@@ -105,7 +160,13 @@ mkdirSync('bench-results', { recursive: true });
 const report = {
   schema: 'qk.bench.reference-ops/1',
   date: new Date().toISOString(),
-  machine: { cpu: cpus()[0]?.model ?? null, cores: cpus().length, platform: platform(), arch: arch(), node: process.version },
+  machine: {
+    cpu: cpus()[0]?.model ?? null,
+    cores: cpus().length,
+    platform: platform(),
+    arch: arch(),
+    node: process.version,
+  },
   timer: 'performance.now (monotonic)',
   rotations: ROTATIONS,
   results,

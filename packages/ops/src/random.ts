@@ -45,8 +45,8 @@ const LN2 = Math.LN2;
 const SQRT2 = Math.SQRT2;
 
 /**
- * Natural log of a positive finite float64, correct to ~1 ulp, from basic arithmetic alone so it is the same
- * bits everywhere. Only used for normal deviates, where `x` lies in (0, 1).
+ * Natural log of a positive, finite, normal (not subnormal) float64, correct to ~1 ulp, from basic arithmetic
+ * alone so it is the same bits everywhere. Only used for normal deviates, where `x` lies in (0, 1) and is never subnormal.
  */
 export function portableLog(x: number): number {
   f64[0] = x;

@@ -9,14 +9,19 @@ import {
   ALL_DTYPES,
   allocStorage,
   bf16BitsToF32,
+  bitsToF32,
   DTYPES,
   type DType,
   decodeFloats,
   encodeFloats,
   type FloatDType,
   f16BitsToF32,
+  f32ToBf16Bits,
+  f32ToBits,
+  f32ToF16Bits,
   isDType,
   isFloatDType,
+  roundToDType,
   type StorageOf,
 } from './dtype.js';
 import {
@@ -111,6 +116,7 @@ function encodeInts(
   dtype: Exclude<DType, FloatDType>,
   op: string,
   truncate: boolean,
+  arg: string,
 ) {
   const { min, max } = DTYPES[dtype];
   const out = allocStorage(dtype, values.length);
@@ -120,7 +126,7 @@ function encodeInts(
     if (!Number.isInteger(v) || v < min || v > max) {
       throw new QkValueError(
         op,
-        'values',
+        arg,
         `holds ${values[i]} at flat index ${i}, which is not an integer in [${min}, ${max}] as ${dtype} requires.`,
       );
     }
@@ -129,14 +135,26 @@ function encodeInts(
   return out;
 }
 
+/** The largest value of float `dtype` below `x`, which must itself be a value of `dtype` (finite or +inf). */
+function nextBelow(x: number, dtype: FloatDType): number {
+  if (dtype === 'f32') {
+    const bits = x === 0 ? 0x80000000 : f32ToBits(x);
+    return bitsToF32(x > 0 ? bits - 1 : bits + 1);
+  }
+  const bits = x === 0 ? 0x8000 : dtype === 'bf16' ? f32ToBf16Bits(x) : f32ToF16Bits(x);
+  const below = x > 0 ? bits - 1 : bits + 1;
+  return dtype === 'bf16' ? bf16BitsToF32(below) : f16BitsToF32(below);
+}
+
 function encode<D extends DType>(
   values: ArrayLike<number>,
   dtype: D,
   op: string,
   truncate = false,
+  arg = 'values',
 ): StorageOf<D> {
   if (isFloatDType(dtype)) return encodeFloats(values, dtype) as StorageOf<D>;
-  return encodeInts(values, dtype as Exclude<DType, FloatDType>, op, truncate) as StorageOf<D>;
+  return encodeInts(values, dtype as Exclude<DType, FloatDType>, op, truncate, arg) as StorageOf<D>;
 }
 
 export class Tensor<D extends DType = DType> {
@@ -246,7 +264,7 @@ export class Tensor<D extends DType = DType> {
     const s = validateShape(shape, op);
     if (typeof value !== 'number')
       throw new QkValueError(op, 'value', `must be a number, got ${typeof value}.`);
-    const one = encode([value], d, op);
+    const one = encode([value], d, op, false, 'value');
     const data = allocStorage(d, shapeSize(s));
     data.fill(one[0]!);
     return new Tensor(data, s, d);
@@ -265,10 +283,14 @@ export class Tensor<D extends DType = DType> {
       throw new QkValueError(op, 'end', 'and start must be finite numbers.');
     if (!Number.isFinite(step) || step === 0)
       throw new QkValueError(op, 'step', `must be a finite non-zero number, got ${step}.`);
-    const n = Math.max(0, Math.ceil((to - from) / step));
+    const dtype = checkDType(options.dtype ?? 'f32', op) as D;
+    if ((to - from) * step < 0) {
+      throw new QkValueError(op, 'step', `(${step}) points away from end (${to}) when starting at ${from}.`);
+    }
+    const n = Math.ceil((to - from) / step);
     const values = new Float64Array(n);
     for (let i = 0; i < n; i++) values[i] = from + i * step;
-    return Tensor.fromArray(values, { shape: [n], dtype: (options.dtype ?? 'f32') as D });
+    return new Tensor(encode(values, dtype, op), Object.freeze([n]), dtype);
   }
 
   /** Normally distributed values (`mean` 0 and `std` 1 by default) from a seeded, machine-independent stream. */
@@ -285,10 +307,18 @@ export class Tensor<D extends DType = DType> {
     shape: Shape,
     options: RandomOptions<D> & { low?: number; high?: number } = {},
   ): Tensor<D> {
+    const op = 'Tensor.rand';
     const { low = 0, high = 1 } = options;
-    if (!(high > low))
-      throw new QkValueError('Tensor.rand', 'high', `must exceed low (${low}), got ${high}.`);
-    return Tensor.#random(shape, options, 'Tensor.rand', (rng) => low + (high - low) * rng.nextFloat());
+    if (!Number.isFinite(low)) throw new QkValueError(op, 'low', `must be a finite number, got ${low}.`);
+    if (!Number.isFinite(high)) throw new QkValueError(op, 'high', `must be a finite number, got ${high}.`);
+    if (!(high > low)) throw new QkValueError(op, 'high', `must exceed low (${low}), got ${high}.`);
+    const dtype: FloatDType = options.dtype ?? 'f32';
+    return Tensor.#random(shape, options, op, (rng) => {
+      const v = low + (high - low) * rng.nextFloat();
+      // v < high, but rounding to the dtype can carry it up to high: step down to keep the range half-open.
+      const r = roundToDType(v, dtype);
+      return r < high ? v : nextBelow(r, dtype);
+    });
   }
 
   static #random<D extends FloatDType>(
@@ -376,7 +406,7 @@ export class Tensor<D extends DType = DType> {
     const dtype = checkDType(target, op);
     if (dtype === this.dtype) return this.clone() as Tensor<DType>;
     const values = isFloatDType(this.dtype) ? this.toFloat32Array() : (this.data as ArrayLike<number>);
-    return new Tensor(encode(values, dtype, op, true), this.shape, dtype);
+    return new Tensor(encode(values, dtype, op, true, 'this'), this.shape, dtype);
   }
 
   /** A copy with its own storage. */

@@ -4,7 +4,7 @@
  * TypeScript — with a PATH that holds no nvcc and no GPU tools.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -48,7 +48,10 @@ beforeAll(() => {
   tarball = join(work, packed[0]!);
   project = join(work, 'consumer');
   execFileSync('mkdir', [project]);
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify({ name: 'consumer', private: true, type: 'module' }),
+  );
   execFileSync('npm', ['install', tarball, '--offline', '--no-audit', '--no-fund', '--loglevel=error'], {
     cwd: project,
     encoding: 'utf8',
@@ -66,7 +69,13 @@ describe('@qk/ops installed from its packed tarball', () => {
     expect(manifest.name).toBe('@qk/ops');
     expect(manifest.dependencies ?? {}).toEqual({});
     expect(JSON.stringify(manifest)).not.toContain('workspace:');
-    for (const f of ['dist/index.js', 'dist/index.cjs', 'dist/index.d.ts', 'dist/testing.d.ts', 'README.md']) {
+    for (const f of [
+      'dist/index.js',
+      'dist/index.cjs',
+      'dist/index.d.ts',
+      'dist/testing.d.ts',
+      'README.md',
+    ]) {
       expect(existsSync(join(installed, f)), f).toBe(true);
     }
     expect(existsSync(join(installed, 'test'))).toBe(false);
@@ -147,7 +156,10 @@ export { bits, q, ids, wrong, err };
     );
     let output = '';
     try {
-      output = execFileSync(process.execPath, [tscBin, '-p', 'tsconfig.json'], { cwd: project, encoding: 'utf8' });
+      output = execFileSync(process.execPath, [tscBin, '-p', 'tsconfig.json'], {
+        cwd: project,
+        encoding: 'utf8',
+      });
     } catch (e) {
       const failure = e as { stdout?: string; stderr?: string };
       throw new Error(`tsc failed on the consumer project:\n${failure.stdout ?? ''}${failure.stderr ?? ''}`);

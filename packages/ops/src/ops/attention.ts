@@ -82,6 +82,9 @@ export function attention<D extends FloatDType>(
       got: `${kvHeads} heads`,
     });
   }
+  if (kvLen === 0) {
+    throw new QkShapeError({ op, arg: 'k', expected: 'at least one cached key', got: formatShape(k.shape) });
+  }
   const causal = options.causal ?? true;
   const offset = checkNonNegativeInt(op, 'positionOffset', options.positionOffset ?? kvLen - qLen);
   if (causal && offset + qLen > kvLen) {

@@ -1,4 +1,11 @@
-import { checkFinite, checkFloat, checkPositive, checkRank } from '../check.js';
+import {
+  checkDtype,
+  checkFinite,
+  checkFloat,
+  checkNonNegativeInt,
+  checkPositive,
+  checkRank,
+} from '../check.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
@@ -21,6 +28,11 @@ export const DEFAULT_ROPE_THETA = 1_000_000;
  * `invFreq[i] = 1 / theta^(2i / headDim)` for `i < headDim / 2`.
  */
 export function ropeInvFreq(headDim: number, theta: number): Float32Array {
+  const op = 'ropeInvFreq';
+  checkNonNegativeInt(op, 'headDim', headDim);
+  if (headDim % 2 !== 0)
+    throw new QkValueError(op, 'headDim', `must be even (rotate-half pairs), got ${headDim}.`);
+  checkPositive(op, 'theta', theta);
   const half = headDim / 2;
   const inv = new Float32Array(half);
   for (let i = 0; i < half; i++)
@@ -56,6 +68,7 @@ export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): 
   const raw = options.positions;
   if (raw === undefined || raw === null)
     throw new QkValueError(op, 'positions', 'is required: one position per token.');
+  if (raw instanceof Tensor) checkDtype(op, 'positions', raw, ['i32'] as const);
   const positions = raw instanceof Tensor ? raw.toArray() : raw;
   if (positions.length !== tokens) {
     throw new QkShapeError({

@@ -87,7 +87,12 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
   const rows = logits.size / vocab;
   const out = new Int32Array(rows);
   if (temperature === 0) {
-    for (let r = 0; r < rows; r++) out[r] = argmaxRow(src, r * vocab, vocab);
+    for (let r = 0; r < rows; r++) {
+      out[r] = argmaxRow(src, r * vocab, vocab);
+      if (src[r * vocab + out[r]!] === -Infinity) {
+        throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
+      }
+    }
     return Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32');
   }
   const rng = options.rng ?? new Rng(options.seed ?? 0);
@@ -98,12 +103,13 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
     for (let i = 0; i < vocab; i++) order[i] = i;
     order.sort((a, b) => src[base + b]! - src[base + a]! || a - b);
     const kept = topK > 0 ? Math.min(topK, vocab) : vocab;
-    const max = src[base + order[0]!]! / temperature;
+    const max = src[base + order[0]!]!;
     if (max === -Infinity)
       throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
     let sum = 0;
     for (let i = 0; i < kept; i++) {
-      const p = Math.exp(src[base + order[i]!]! / temperature - max);
+      // Subtract before dividing: z = x/T alone overflows to ±∞ for a tiny T (NaN probabilities).
+      const p = Math.exp((src[base + order[i]!]! - max) / temperature);
       probs[i] = p;
       sum += p;
     }

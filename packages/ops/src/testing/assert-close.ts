@@ -86,13 +86,14 @@ export function assertClose(
   const c = closeness(actual, expected);
   const a = values(actual, 'actual').data;
   const e = values(expected, 'expected').data;
-  const bad: number[] = [...c.nonFiniteMismatches];
+  // The first offending indices in order, whether they break atol or mismatch a NaN/inf.
+  const bad: number[] = [];
   for (let i = 0; i < a.length && bad.length < 8; i++) {
     const x = a[i]!;
     const y = e[i]!;
-    if (Number.isFinite(x) && Number.isFinite(y) && Math.abs(x - y) > tol.atol) bad.push(i);
+    const finite = Number.isFinite(x) && Number.isFinite(y);
+    if (finite ? Math.abs(x - y) > tol.atol : !sameNonFinite(x, y)) bad.push(i);
   }
-  bad.sort((p, q) => p - q);
   const ok = c.nonFiniteMismatches.length === 0 && c.relL2 <= tol.rtol && c.maxAbs <= tol.atol;
   if (!ok) {
     const shown = bad

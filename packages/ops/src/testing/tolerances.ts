@@ -8,6 +8,7 @@
  * exponentials or long dot products get more room for max-abs.
  */
 import type { FloatDType } from '../dtype.js';
+import { QkValueError } from '../errors.js';
 
 export interface Tolerance {
   /** Bound on the relative L2 error. */
@@ -67,7 +68,17 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
 
 /** The tolerance for `op` at `dtype`. */
 export function toleranceFor(op: ToleranceOp, dtype: FloatDType): Tolerance {
-  const t = TOLERANCES[op]?.[dtype];
-  if (t === undefined) throw new Error(`no tolerance for op "${op}" at dtype "${dtype}"`);
+  const row = Object.hasOwn(TOLERANCES, op) ? TOLERANCES[op] : undefined;
+  if (row === undefined) {
+    const known = Object.keys(TOLERANCES).join(', ');
+    throw new QkValueError(
+      'toleranceFor',
+      'op',
+      `has no tolerance entry: got "${op}", known ops are ${known}.`,
+    );
+  }
+  const t = Object.hasOwn(row, dtype) ? row[dtype] : undefined;
+  if (t === undefined)
+    throw new QkValueError('toleranceFor', 'dtype', `must be f32, f16 or bf16, got "${dtype}".`);
   return t;
 }
