@@ -9,4 +9,6 @@ export default defineConfig({
   target: 'node20',
   splitting: true,
   treeshake: true,
+  shims: true,
+  external: ['@qk/cuda-core'],
 });

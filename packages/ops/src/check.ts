@@ -2,19 +2,39 @@
 import { type DType, type FloatDType, isFloatDType } from './dtype.js';
 import { QkDeviceError, QkDisposedError, QkDtypeError, QkShapeError, QkValueError } from './errors.js';
 import { formatShape } from './shape.js';
-import { Tensor } from './tensor.js';
+import { type Device, Tensor } from './tensor.js';
 
-/** Checks that `t` is a live CPU tensor (the reference ops run on the CPU). */
+/** Checks that `t` is a live tensor (on any device). */
 export function checkTensor(op: string, arg: string, t: unknown): asserts t is Tensor {
   if (!(t instanceof Tensor)) {
     throw new QkValueError(op, arg, `must be a Tensor, got ${t === null ? 'null' : typeof t}.`);
   }
   if (t.disposed) throw new QkDisposedError(`${op} (argument "${arg}")`);
-  if (t.device !== 'cpu') {
-    throw new QkDeviceError(
-      `argument "${arg}" is on "${t.device}"; the reference ops run on "cpu" (call .to('cpu')).`,
-      op,
-    );
+}
+
+/**
+ * The one device all the given tensors live on; throws `QkDeviceError` naming the first argument on another
+ * device. Undefined entries (absent optional arguments) are skipped.
+ */
+export function commonDevice(op: string, tensors: Record<string, Tensor | undefined>): Device {
+  let first: [string, Device] | undefined;
+  for (const [arg, t] of Object.entries(tensors)) {
+    if (t === undefined) continue;
+    if (first === undefined) first = [arg, t.device];
+    else if (t.device !== first[1]) {
+      throw new QkDeviceError(
+        `argument "${arg}" is on "${t.device}" but "${first[0]}" is on "${first[1]}": move them to one device with .to().`,
+        op,
+      );
+    }
+  }
+  return first?.[1] ?? 'cpu';
+}
+
+/** Throws `QkDeviceError` when an op that only has a CPU reference receives a CUDA tensor. */
+export function requireCpu(op: string, tensors: Record<string, Tensor | undefined>): void {
+  if (commonDevice(op, tensors) !== 'cpu') {
+    throw new QkDeviceError(`has no CUDA kernel; move its inputs to the CPU with .to('cpu').`, op);
   }
 }
 

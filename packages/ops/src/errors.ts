@@ -11,6 +11,8 @@ export type QkErrorCode =
   | 'QK_INDEX'
   | 'QK_DEVICE'
   | 'QK_DISPOSED'
+  | 'QK_OOM'
+  | 'QK_CUDA'
   | 'QK_ASSERTION';
 
 /** Base class of every error thrown by qk. */
@@ -94,6 +96,33 @@ export class QkIndexError extends QkError {
 export class QkDeviceError extends QkError {
   constructor(message: string, op?: string) {
     super('QK_DEVICE', message, op);
+  }
+}
+
+/** The GPU ran out of memory even after the caching allocator released its cache. The process keeps working. */
+export class QkOutOfMemoryError extends QkError {
+  readonly requestedBytes: number;
+  readonly freeBytes: number;
+  readonly totalBytes: number;
+  constructor(op: string, requestedBytes: number, freeBytes: number, totalBytes: number) {
+    const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+    super(
+      'QK_OOM',
+      `out of GPU memory: requested ${mib(requestedBytes)} with ${mib(freeBytes)} free of ${mib(totalBytes)}; dispose tensors you no longer need, use a smaller model, context or batch, or free the GPU from other processes.`,
+      op,
+    );
+    this.requestedBytes = requestedBytes;
+    this.freeBytes = freeBytes;
+    this.totalBytes = totalBytes;
+  }
+}
+
+/** A CUDA call failed (an illegal address, a launch failure, …); `cudaError` is CUDA's error name. */
+export class QkCudaError extends QkError {
+  readonly cudaError: string;
+  constructor(op: string, cudaError: string, detail: string) {
+    super('QK_CUDA', `${detail.replace(new RegExp(`^${op}: `), '')}.`, op);
+    this.cudaError = cudaError;
   }
 }
 

@@ -2,6 +2,18 @@
  * `@qk/ops`: typed tensors and the ops of a Qwen3 forward pass, each with a plain-TypeScript reference that
  * defines what correct means. Works on any machine; no GPU or native addon needed.
  */
+
+export { cudaAvailable, cudaStatus, useCudaBackend } from './backend/cuda.js';
+export {
+  type CudaDeviceInfo,
+  CudaEvent,
+  CudaGraph,
+  type CudaMemoryStats,
+  cudaDeviceInfo,
+  cudaEmptyCache,
+  cudaMemoryStats,
+  cudaSynchronize,
+} from './backend/runtime.js';
 export {
   ALL_DTYPES,
   bf16BitsToF32,
@@ -22,12 +34,14 @@ export {
 export {
   type ArgumentMismatch,
   QkAssertionError,
+  QkCudaError,
   QkDeviceError,
   QkDisposedError,
   QkDtypeError,
   QkError,
   type QkErrorCode,
   QkIndexError,
+  QkOutOfMemoryError,
   QkShapeError,
   QkValueError,
 } from './errors.js';

@@ -5,6 +5,9 @@
  * decoded by `toArray()` / `toFloat32Array()`. `reshape` and `slice` return views that share storage.
  * Tensors are released with `dispose()` (or `using t = …`); a disposed tensor throws on any access.
  */
+
+import { cudaBinding, dtypeCode, nativeCall } from './backend/cuda.js';
+import { bufferFinalizer, DeviceBuffer } from './backend/device-buffer.js';
 import {
   ALL_DTYPES,
   allocStorage,
@@ -40,6 +43,15 @@ export type Device = 'cpu' | 'cuda';
 
 /** Nested arrays of numbers, as accepted by `Tensor.fromArray`. */
 export type NestedArray = number | readonly NestedArray[];
+
+/** Where a CUDA tensor's elements are: a shared device buffer and this tensor's byte offset into it. */
+interface CudaStore {
+  readonly buffer: DeviceBuffer;
+  readonly byteOffset: number;
+}
+
+/** Device address of a CUDA tensor's first element (for the op dispatchers; not part of the public API). */
+export let deviceAddress: (t: Tensor) => bigint;
 
 /** Options of the random constructors. */
 export interface RandomOptions<D extends FloatDType> {
@@ -161,13 +173,47 @@ export class Tensor<D extends DType = DType> {
   readonly dtype: D;
   readonly shape: Shape;
   readonly device: Device;
-  #data: StorageOf<D> | null;
+  #data: StorageOf<D> | null = null;
+  #cuda: CudaStore | null = null;
+  #disposed = false;
 
-  private constructor(data: StorageOf<D>, shape: Shape, dtype: D) {
-    this.#data = data;
+  static {
+    deviceAddress = (t: Tensor): bigint => {
+      if (t.#disposed) throw new QkDisposedError('Tensor (device address)');
+      if (t.#cuda === null) throw new QkDeviceError(`the tensor is on "${t.device}", not "cuda".`, 'Tensor');
+      return t.#cuda.buffer.ptr + BigInt(t.#cuda.byteOffset);
+    };
+  }
+
+  private constructor(store: StorageOf<D> | CudaStore, shape: Shape, dtype: D) {
     this.shape = shape;
     this.dtype = dtype;
-    this.device = 'cpu';
+    if (ArrayBuffer.isView(store)) {
+      this.#data = store;
+      this.device = 'cpu';
+    } else {
+      this.#cuda = store;
+      this.device = 'cuda';
+      bufferFinalizer.register(this, store.buffer, this);
+    }
+  }
+
+  /**
+   * An uninitialised tensor (zeros on the CPU) on `device`: for outputs that an op will overwrite entirely.
+   */
+  static empty<D extends DType = 'f32'>(shape: Shape, dtype?: D, device: Device = 'cpu'): Tensor<D> {
+    const op = 'Tensor.empty';
+    const d = checkDType(dtype ?? 'f32', op) as D;
+    const s = validateShape(shape, op);
+    if (device === 'cpu') return new Tensor(allocStorage(d, shapeSize(s)), s, d);
+    if (device !== 'cuda')
+      throw new QkValueError(op, 'device', `must be "cpu" or "cuda", got ${String(device)}.`);
+    return Tensor.#allocCuda(s, d, op);
+  }
+
+  static #allocCuda<D extends DType>(shape: Shape, dtype: D, op: string): Tensor<D> {
+    const bytes = shapeSize(shape) * DTYPES[dtype].bytes;
+    return new Tensor({ buffer: DeviceBuffer.allocate(bytes, op), byteOffset: 0 }, shape, dtype);
   }
 
   /**
@@ -336,10 +382,30 @@ export class Tensor<D extends DType = DType> {
     return new Tensor(encode(values, d, op), s, d);
   }
 
-  /** Raw storage (bit patterns for f16/bf16). Mutating it mutates the tensor and every view of it. */
+  /**
+   * Raw storage (bit patterns for f16/bf16) of a CPU tensor. Mutating it mutates the tensor and every view of
+   * it. A CUDA tensor has no host storage: use `toArray()` or `to('cpu')`.
+   */
   get data(): StorageOf<D> {
-    if (this.#data === null) throw new QkDisposedError('Tensor.data');
+    if (this.#disposed) throw new QkDisposedError('Tensor.data');
+    if (this.#data === null) {
+      throw new QkDeviceError(
+        'the tensor is on "cuda"; read it with toArray() or move it with to(\'cpu\').',
+        'Tensor.data',
+      );
+    }
     return this.#data;
+  }
+
+  /** Host storage: the CPU storage itself, or a fresh copy of a CUDA tensor's elements. */
+  #hostData(op: string): StorageOf<D> {
+    if (this.#disposed) throw new QkDisposedError(op);
+    if (this.#data !== null) return this.#data;
+    const store = this.#cuda!;
+    const host = allocStorage(this.dtype, this.size);
+    const binding = cudaBinding(op);
+    nativeCall(op, () => binding.copyToHost(host, store.buffer.ptr + BigInt(store.byteOffset)));
+    return host;
   }
 
   /** Number of elements. */
@@ -357,12 +423,12 @@ export class Tensor<D extends DType = DType> {
   }
 
   get disposed(): boolean {
-    return this.#data === null;
+    return this.#disposed;
   }
 
-  /** The elements as plain numbers, flat in row-major order (f16/bf16 decoded exactly). */
+  /** The elements as plain numbers, flat in row-major order (f16/bf16 decoded exactly); copies from the GPU. */
   toArray(): number[] {
-    const data = this.data;
+    const data = this.#hostData('Tensor.toArray');
     if (this.dtype === 'bf16') return Array.from(data as Uint16Array, bf16BitsToF32);
     if (this.dtype === 'f16') return Array.from(data as Uint16Array, f16BitsToF32);
     return Array.from(data as ArrayLike<number>);
@@ -370,7 +436,7 @@ export class Tensor<D extends DType = DType> {
 
   /** A new Float32Array of the (decoded) elements. Integer values beyond 2^24 lose precision. */
   toFloat32Array(): Float32Array {
-    const data = this.data;
+    const data = this.#hostData('Tensor.toFloat32Array');
     if (isFloatDType(this.dtype)) return decodeFloats(data as Float32Array | Uint16Array, this.dtype);
     return Float32Array.from(data as ArrayLike<number>);
   }
@@ -396,28 +462,67 @@ export class Tensor<D extends DType = DType> {
   to(target: Device): Tensor<D>;
   to(target: DType | Device): Tensor<DType> {
     const op = 'Tensor.to';
-    if (target === 'cpu') return this.clone();
+    if (target === this.device) return this.clone();
+    if (target === 'cpu') return new Tensor(this.#hostData(op), this.shape, this.dtype);
     if (target === 'cuda') {
-      throw new QkDeviceError(
-        'device "cuda" needs the GPU backend (@qk/cuda-core), which is not part of this install; tensors stay on "cpu".',
-        op,
-      );
+      const out = Tensor.#allocCuda(this.shape, this.dtype, op);
+      const data = this.#hostData(op);
+      const binding = cudaBinding(op);
+      nativeCall(op, () => binding.copyToDevice(deviceAddress(out), data));
+      return out;
     }
     const dtype = checkDType(target, op);
     if (dtype === this.dtype) return this.clone() as Tensor<DType>;
+    if (this.device === 'cuda') {
+      if (isFloatDType(this.dtype) && isFloatDType(dtype)) {
+        const out = Tensor.#allocCuda(this.shape, dtype, op);
+        const binding = cudaBinding(op);
+        const [from, to] = [dtypeCode(this.dtype), dtypeCode(dtype)];
+        nativeCall(op, () =>
+          binding.unary(from, to, 5, deviceAddress(out), deviceAddress(this), this.size, 0),
+        );
+        return out;
+      }
+      return this.to('cpu').to(dtype).to('cuda');
+    }
     const values = isFloatDType(this.dtype) ? this.toFloat32Array() : (this.data as ArrayLike<number>);
     return new Tensor(encode(values, dtype, op, true, 'this'), this.shape, dtype);
   }
 
-  /** A copy with its own storage. */
+  /** A copy with its own storage, on the same device. */
   clone(): Tensor<D> {
+    if (this.#cuda !== null) {
+      const op = 'Tensor.clone';
+      if (this.#disposed) throw new QkDisposedError(op);
+      const out = Tensor.#allocCuda(this.shape, this.dtype, op);
+      const binding = cudaBinding(op);
+      nativeCall(op, () => binding.copyDeviceToDevice(deviceAddress(out), deviceAddress(this), this.nbytes));
+      return out;
+    }
     return new Tensor(this.data.slice() as StorageOf<D>, this.shape, this.dtype);
+  }
+
+  /** A view of the same storage with another shape, starting `elementOffset` elements in. */
+  #view(shape: Shape, elementOffset: number, count: number): Tensor<D> {
+    if (this.#cuda !== null) {
+      const { buffer, byteOffset } = this.#cuda;
+      return new Tensor(
+        { buffer: buffer.retain(), byteOffset: byteOffset + elementOffset * DTYPES[this.dtype].bytes },
+        shape,
+        this.dtype,
+      );
+    }
+    return new Tensor(
+      this.data.subarray(elementOffset, elementOffset + count) as StorageOf<D>,
+      shape,
+      this.dtype,
+    );
   }
 
   /** A view with a new shape of the same size; one extent may be -1 and is inferred. */
   reshape(shape: readonly number[]): Tensor<D> {
     const op = 'Tensor.reshape';
-    const data = this.data;
+    if (this.#disposed) throw new QkDisposedError(op);
     if (!Array.isArray(shape))
       throw new QkShapeError({ op, arg: 'shape', expected: 'an array of integers', got: String(shape) });
     const inferAt = shape.indexOf(-1);
@@ -446,7 +551,7 @@ export class Tensor<D extends DType = DType> {
         got: `${formatShape(s)} with ${shapeSize(s)}`,
       });
     }
-    return new Tensor(data, s, this.dtype);
+    return this.#view(s, 0, this.size);
   }
 
   /**
@@ -455,7 +560,7 @@ export class Tensor<D extends DType = DType> {
    */
   slice(start: number, end?: number): Tensor<D> {
     const op = 'Tensor.slice';
-    const data = this.data;
+    if (this.#disposed) throw new QkDisposedError(op);
     if (this.rank === 0) throw new QkShapeError({ op, arg: 'this', expected: 'rank >= 1', got: 'a scalar' });
     const n = this.shape[0]!;
     const resolve = (i: number, arg: string): number => {
@@ -468,13 +573,23 @@ export class Tensor<D extends DType = DType> {
     const to = end === undefined ? n : resolve(end, 'end');
     if (to < from) throw new QkValueError(op, 'end', `(${end}) must not come before start (${start}).`);
     const rowSize = shapeSize(this.shape.slice(1));
-    const view = data.subarray(from * rowSize, to * rowSize) as StorageOf<D>;
-    return new Tensor(view, Object.freeze([to - from, ...this.shape.slice(1)]), this.dtype);
+    return this.#view(
+      Object.freeze([to - from, ...this.shape.slice(1)]),
+      from * rowSize,
+      (to - from) * rowSize,
+    );
   }
 
   /** Releases the storage; any later access throws `QkDisposedError`. Calling it twice is harmless. */
   dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
     this.#data = null;
+    if (this.#cuda !== null) {
+      bufferFinalizer.unregister(this);
+      this.#cuda.buffer.release();
+      this.#cuda = null;
+    }
   }
 
   [Symbol.dispose](): void {

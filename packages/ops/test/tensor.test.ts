@@ -6,6 +6,8 @@ import { inspect } from 'node:util';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   ALL_DTYPES,
+  cudaAvailable,
+  cudaStatus,
   DTYPES,
   type DType,
   f16BitsToF32,
@@ -681,16 +683,38 @@ describe('Tensor.to', () => {
     }
   });
 
-  it("to('cuda') throws QkDeviceError with a clear sentence", () => {
-    const err = expectQkError(
-      () => Tensor.zeros([2]).to('cuda'),
-      QkDeviceError,
-      'QK_DEVICE',
-      'Tensor.to',
-      '"cuda"',
-      '@qk/cuda-core',
-    );
-    expect(err.message).toMatch(/\.$/);
+  it.runIf(!cudaAvailable())(
+    "to('cuda') without a usable GPU backend throws QkDeviceError saying why",
+    () => {
+      const reason = cudaStatus().reason ?? '';
+      expect(reason).toMatch(/cuda/);
+      const err = expectQkError(
+        () => Tensor.zeros([2]).to('cuda'),
+        QkDeviceError,
+        'QK_DEVICE',
+        'Tensor.to',
+        '"cuda"',
+      );
+      expect(err.message).toMatch(/\.$/);
+      // The CPU path keeps working after the refusal.
+      expect(Tensor.ones([2]).to('cpu').toArray()).toEqual([1, 1]);
+    },
+  );
+
+  it.runIf(cudaAvailable())("to('cuda') and back round-trips every dtype bit-exactly", () => {
+    for (const dtype of ['f32', 'f16', 'bf16', 'i32', 'i8', 'u8'] as const) {
+      const host =
+        dtype === 'f32' || dtype === 'f16' || dtype === 'bf16'
+          ? Tensor.randn([3, 5], { dtype, seed: 11 })
+          : Tensor.fromArray([1, 2, 3, 4, 5, 6], { dtype, shape: [2, 3] });
+      const dev = host.to('cuda');
+      expect(dev.device).toBe('cuda');
+      expect(dev.toArray()).toEqual(host.toArray());
+      expect(Array.from(dev.to('cpu').data as ArrayLike<number>)).toEqual(
+        Array.from(host.data as ArrayLike<number>),
+      );
+      dev.dispose();
+    }
   });
 
   it('rejects unknown targets', () => {

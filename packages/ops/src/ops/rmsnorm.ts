@@ -1,4 +1,14 @@
-import { checkDim, checkFloat, checkPositive, checkRank, checkSameDtype, checkShape } from '../check.js';
+import {
+  checkDim,
+  checkFloat,
+  checkPositive,
+  checkRank,
+  checkSameDtype,
+  checkShape,
+  commonDevice,
+} from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaFusedAddRmsnorm, cudaRmsnorm } from '../cuda/norm.js';
 import { type FloatDType, roundToDType } from '../dtype.js';
 import { fromFloats, readFloats } from '../io.js';
 import { leadingSize } from '../shape.js';
@@ -8,6 +18,8 @@ import type { Tensor } from '../tensor.js';
 export interface RmsnormOptions {
   /** Added to the mean square before the square root. Default `1e-6` (Qwen3's `rms_norm_eps`). */
   eps?: number;
+  /** Write the result here (same shape, dtype and device as `x`) instead of a new tensor. */
+  out?: Tensor;
 }
 
 /** Qwen3's default `rms_norm_eps`. */
@@ -59,9 +71,10 @@ export function rmsnorm<D extends FloatDType>(
   const n = x.shape[x.rank - 1]!;
   checkShape(op, 'weight', weight, [n], 'one weight per element of the last axis of x');
   const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
+  if (commonDevice(op, { x, weight }) === 'cuda') return cudaRmsnorm(x, weight, eps, options.out);
   const out = new Float32Array(x.size);
   rmsnormRows(readFloats(x), readFloats(weight), leadingSize(x.shape), n, eps, out);
-  return fromFloats(out, x.shape, x.dtype);
+  return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
 }
 
 /** Result of {@link fusedAddRmsnorm}. */
@@ -83,7 +96,7 @@ export function fusedAddRmsnorm<D extends FloatDType>(
   x: Tensor<D>,
   residual: Tensor<NoInfer<D>>,
   weight: Tensor<NoInfer<D>>,
-  options: RmsnormOptions = {},
+  options: RmsnormOptions & { residualOut?: Tensor } = {},
 ): FusedAddRmsnormResult<D> {
   const op = 'fusedAddRmsnorm';
   checkFloat(op, 'x', x);
@@ -97,13 +110,19 @@ export function fusedAddRmsnorm<D extends FloatDType>(
   checkDim(op, 'weight', weight, 0, n, 'one weight per element of the last axis of x');
   checkRank(op, 'weight', weight, 1);
   const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
+  if (commonDevice(op, { x, residual, weight }) === 'cuda') {
+    return cudaFusedAddRmsnorm(x, residual, weight, eps, options.out, options.residualOut);
+  }
   const a = readFloats(x);
   const b = readFloats(residual);
   const sum = new Float32Array(x.size);
   for (let i = 0; i < sum.length; i++) sum[i] = roundToDType(a[i]! + b[i]!, x.dtype);
   const out = new Float32Array(x.size);
   rmsnormRows(sum, readFloats(weight), leadingSize(x.shape), n, eps, out);
-  return { out: fromFloats(out, x.shape, x.dtype), residual: fromFloats(sum, x.shape, x.dtype) };
+  return {
+    out: writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out),
+    residual: writeCpuOutput(op, fromFloats(sum, x.shape, x.dtype), options.residualOut),
+  };
 }
 
 /**
@@ -125,7 +144,9 @@ export function qkNorm<D extends FloatDType>(
   const headDim = x.shape[x.rank - 1]!;
   checkShape(op, 'weight', weight, [headDim], 'one weight per element of a head (headDim)');
   const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
+  // Per-head RMSNorm is RMSNorm over rows of headDim: the same kernel serves it.
+  if (commonDevice(op, { x, weight }) === 'cuda') return cudaRmsnorm(x, weight, eps, options.out);
   const out = new Float32Array(x.size);
   rmsnormRows(readFloats(x), readFloats(weight), leadingSize(x.shape), headDim, eps, out);
-  return fromFloats(out, x.shape, x.dtype);
+  return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
 }

@@ -1,0 +1,320 @@
+/**
+ * The native addon's functions, typed. This file is the contract between `csrc/binding/*.cc` and TypeScript:
+ * every export of `qk_cuda.node` is listed here with its argument order.
+ *
+ * Conventions: device memory is addressed by `bigint` pointers returned by `malloc` (views add byte offsets);
+ * `dtype` is a {@link DTypeCode}; extents are plain numbers; every op is enqueued on the context's stream and
+ * returns before the GPU finishes (copies to the host wait). The binding checks each argument (a `TypeError` or
+ * `RangeError` naming it, including pointers that do not lie inside live GPU memory) and throws an `Error` with
+ * `code: 'QK_CUDA'` and the op's name for CUDA failures, or `code: 'QK_OOM'` with `requested`/`free`/`total`
+ * bytes when memory runs out.
+ */
+
+/** Element type codes; the same table as `csrc/common/dtype.h`. */
+export const DTypeCode = { f32: 0, f16: 1, bf16: 2, i32: 3, i8: 4, u8: 5 } as const;
+export type DTypeCode = (typeof DTypeCode)[keyof typeof DTypeCode];
+export type FloatDTypeCode = 0 | 1 | 2;
+
+/** Device address. */
+export type DevicePtr = bigint;
+
+/** Unary elementwise ops for {@link Binding.unary}. */
+export const UnaryOp = { silu: 0, gelu: 1, geluTanh: 2, square: 3, rsqrtAddScalar: 4, copy: 5 } as const;
+export type UnaryOp = (typeof UnaryOp)[keyof typeof UnaryOp];
+
+/** Binary elementwise ops for {@link Binding.binary}. */
+export const BinaryOp = { add: 0, mul: 1 } as const;
+export type BinaryOp = (typeof BinaryOp)[keyof typeof BinaryOp];
+
+/** How `b` broadcasts against `a` (`[rows, n]`) in {@link Binding.binary}. */
+export const Broadcast = { none: 0, perRow: 1, perColumn: 2 } as const;
+export type Broadcast = (typeof Broadcast)[keyof typeof Broadcast];
+
+/** Fused epilogue of the linear kernels. */
+export const ActivationCode = { none: 0, silu: 1, gelu: 2, geluTanh: 3 } as const;
+export type ActivationCode = (typeof ActivationCode)[keyof typeof ActivationCode];
+
+export interface ProbeResult {
+  runtimeVersion: number;
+  driverVersion: number;
+  deviceCount: number;
+  /** CUDA error name of the first failure, or null when a test kernel ran. */
+  error: string | null;
+  errorMessage?: string;
+  /** Where it failed: 'driver' (no or too old driver), 'device' (no GPU), 'kernel' (no code for this GPU). */
+  stage?: 'driver' | 'device' | 'kernel';
+}
+
+export interface NativeDeviceInfo {
+  index: number;
+  name: string;
+  /** e.g. "9.0" */
+  computeCapability: string;
+  multiProcessors: number;
+  totalMemoryBytes: number;
+  freeMemoryBytes: number;
+  l2CacheBytes: number;
+  sharedMemoryPerBlockOptinBytes: number;
+  memoryBusWidthBits: number;
+  memoryClockKHz: number;
+  driverVersion: number;
+  runtimeVersion: number;
+}
+
+export interface MemoryStats {
+  /** Bytes in live blocks handed out by the caching allocator. */
+  allocatedBytes: number;
+  /** Bytes held from CUDA: live plus cached. */
+  reservedBytes: number;
+  peakAllocatedBytes: number;
+  /** cudaMalloc calls so far: constant in a steady decode loop. */
+  cudaMallocCalls: number;
+  cacheHits: number;
+  liveBlocks: number;
+}
+
+export interface Binding {
+  readonly abiVersion: number;
+
+  // Runtime
+  probe(): ProbeResult;
+  deviceInfo(): NativeDeviceInfo;
+  malloc(bytes: number): DevicePtr;
+  free(ptr: DevicePtr): void;
+  copyToDevice(dst: DevicePtr, src: ArrayBufferView): void;
+  copyToHost(dst: ArrayBufferView, src: DevicePtr): void;
+  copyDeviceToDevice(dst: DevicePtr, src: DevicePtr, bytes: number): void;
+  memset(dst: DevicePtr, value: number, bytes: number): void;
+  memoryStats(): MemoryStats;
+  emptyCache(): void;
+  synchronize(): void;
+  eventCreate(): number;
+  eventRecord(event: number): void;
+  eventElapsedMs(start: number, end: number): number;
+  eventDestroy(event: number): void;
+  /** Starts capturing the stream's work into a CUDA graph (relaxed mode). */
+  captureBegin(): void;
+  /** Ends the capture and returns a graph handle to replay. */
+  captureEnd(): number;
+  graphLaunch(graph: number): void;
+  graphDestroy(graph: number): void;
+
+  // Norms (csrc/kernels/rmsnorm.cu)
+  rmsnorm(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    weight: DevicePtr,
+    rows: number,
+    n: number,
+    eps: number,
+  ): void;
+  fusedAddRmsnorm(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    residualOut: DevicePtr,
+    x: DevicePtr,
+    residual: DevicePtr,
+    weight: DevicePtr,
+    rows: number,
+    n: number,
+    eps: number,
+  ): void;
+
+  // Elementwise, RoPE, SwiGLU, embedding (csrc/kernels/elementwise.cu, rope.cu, swiglu.cu, embedding.cu)
+  /** out[i] = op(x[i], alpha), reading `dtypeIn` and writing `dtypeOut` (the eager baseline casts with `copy`). */
+  unary(
+    dtypeIn: FloatDTypeCode,
+    dtypeOut: FloatDTypeCode,
+    op: UnaryOp,
+    out: DevicePtr,
+    x: DevicePtr,
+    count: number,
+    alpha: number,
+  ): void;
+  /** out = a (op) b over `[rows, n]`, with b broadcast per `broadcast`; each operand has its own dtype. */
+  binary(
+    dtypeOut: FloatDTypeCode,
+    op: BinaryOp,
+    out: DevicePtr,
+    dtypeA: FloatDTypeCode,
+    a: DevicePtr,
+    dtypeB: FloatDTypeCode,
+    b: DevicePtr,
+    rows: number,
+    n: number,
+    broadcast: Broadcast,
+  ): void;
+  /** out[r] = mean(x[r, :]) in f32 (eager-style reduction). */
+  rowMean(dtypeIn: FloatDTypeCode, out: DevicePtr, x: DevicePtr, rows: number, n: number): void;
+  /** RoPE (rotate-half) on x `[tokens, heads, headDim]`; `invFreq` is f32 `[headDim/2]`, positions i32 `[tokens]`. */
+  rope(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    positions: DevicePtr,
+    invFreq: DevicePtr,
+    tokens: number,
+    heads: number,
+    headDim: number,
+  ): void;
+  /** Per-head RMSNorm (weight `[headDim]`) fused with RoPE. */
+  qkNormRope(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    weight: DevicePtr,
+    positions: DevicePtr,
+    invFreq: DevicePtr,
+    tokens: number,
+    heads: number,
+    headDim: number,
+    eps: number,
+  ): void;
+  /**
+   * out[r, i] = silu(gate[r, i]) · up[r, i] for i < ffn, rows `r` of stride `inStride` elements in `gate`/`up`
+   * (separate layout: inStride = ffn; fused gate-up layout: up = gate + ffn elements, inStride = 2·ffn).
+   */
+  swiglu(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    gate: DevicePtr,
+    up: DevicePtr,
+    rows: number,
+    ffn: number,
+    inStride: number,
+  ): void;
+  /** out[i, :] = table[ids[i], :]; ids must lie in [0, vocab) (checked by the caller). */
+  embedding(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    ids: DevicePtr,
+    table: DevicePtr,
+    count: number,
+    vocab: number,
+    hidden: number,
+  ): void;
+
+  // Linear (csrc/kernels/gemv.cu, gemm.cu, quant.cu)
+  /** out[M, N] = act(x[M, K] · W[N, K]ᵀ + bias); GEMV kernels for small M, tensor-core GEMM above. bias may be 0n. */
+  linear(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    weight: DevicePtr,
+    bias: DevicePtr,
+    m: number,
+    k: number,
+    n: number,
+    activation: ActivationCode,
+  ): void;
+  /** out = rmsnorm(x, normWeight, eps) · Wᵀ for decode-sized M (≤ 64). */
+  rmsnormLinear(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    normWeight: DevicePtr,
+    weight: DevicePtr,
+    m: number,
+    k: number,
+    n: number,
+    eps: number,
+  ): void;
+  quantizeInt8(
+    dtype: FloatDTypeCode,
+    qweight: DevicePtr,
+    scales: DevicePtr,
+    weight: DevicePtr,
+    n: number,
+    k: number,
+  ): void;
+  quantizeInt4(
+    dtype: FloatDTypeCode,
+    qweight: DevicePtr,
+    scales: DevicePtr,
+    weight: DevicePtr,
+    n: number,
+    k: number,
+    groupSize: number,
+  ): void;
+  linearInt8(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    qweight: DevicePtr,
+    scales: DevicePtr,
+    bias: DevicePtr,
+    m: number,
+    k: number,
+    n: number,
+  ): void;
+  linearInt4(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    qweight: DevicePtr,
+    scales: DevicePtr,
+    bias: DevicePtr,
+    m: number,
+    k: number,
+    n: number,
+    groupSize: number,
+  ): void;
+
+  // Attention (csrc/kernels/attention_decode.cu, attention_prefill.cu)
+  /** Bytes of scratch {@link Binding.attentionDecode} needs for these sizes. */
+  attentionDecodeWorkspaceBytes(qHeads: number, headDim: number, kvLen: number): number;
+  /** One query token `[qHeads, headDim]` against `kvLen` cached keys/values `[kvLen, kvHeads, headDim]` (split-KV). */
+  attentionDecode(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    q: DevicePtr,
+    k: DevicePtr,
+    v: DevicePtr,
+    kvLen: number,
+    qHeads: number,
+    kvHeads: number,
+    headDim: number,
+    scale: number,
+    workspace: DevicePtr,
+    workspaceBytes: number,
+  ): void;
+  /** Causal (or full) flash-style attention of `qLen` queries starting at `positionOffset` over `kvLen` keys. */
+  attentionPrefill(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    q: DevicePtr,
+    k: DevicePtr,
+    v: DevicePtr,
+    qLen: number,
+    kvLen: number,
+    qHeads: number,
+    kvHeads: number,
+    headDim: number,
+    positionOffset: number,
+    causal: boolean,
+    scale: number,
+  ): void;
+
+  // Sampling (csrc/kernels/sampling.cu)
+  argmax(dtype: FloatDTypeCode, out: DevicePtr, x: DevicePtr, rows: number, n: number): void;
+  /** Bytes of scratch {@link Binding.sample} needs. */
+  sampleWorkspaceBytes(rows: number, vocab: number): number;
+  /**
+   * Draws one id per row following `@qk/ops`' `sample` (temperature, top-k, top-p), with the row's uniform
+   * `uniforms[r]` (f64, from the host's seeded PCG32 stream).
+   */
+  sample(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    logits: DevicePtr,
+    rows: number,
+    vocab: number,
+    temperature: number,
+    topK: number,
+    topP: number,
+    uniforms: DevicePtr,
+    workspace: DevicePtr,
+    workspaceBytes: number,
+  ): void;
+}

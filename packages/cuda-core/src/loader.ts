@@ -1,0 +1,98 @@
+/**
+ * Finds `qk_cuda.node`, test-loads it in a child process (so a crash while loading cannot take this process
+ * down), and either returns the binding or throws one error that lists every reason the GPU backend is
+ * unavailable, each with what to do about it.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import type { Binding, ProbeResult } from './binding.js';
+
+const ABI_VERSION = 1;
+
+/** The GPU backend cannot be used; `causes` lists each reason with a remedy. */
+export class CudaUnavailableError extends Error {
+  readonly code = 'QK_CUDA_UNAVAILABLE';
+  readonly causes: readonly string[];
+  constructor(causes: string[]) {
+    super(`the CUDA backend is unavailable: ${causes.join('; ')}`);
+    this.name = 'CudaUnavailableError';
+    this.causes = causes;
+  }
+}
+
+/** Where the addon may be, in the order tried: `QK_CUDA_ADDON`, beside a bundle, the package's build folder. */
+export function addonCandidates(): string[] {
+  const list: string[] = [];
+  if (process.env.QK_CUDA_ADDON) list.push(process.env.QK_CUDA_ADDON);
+  for (const rel of ['./qk_cuda.node', '../build/Release/qk_cuda.node']) {
+    list.push(fileURLToPath(new URL(rel, import.meta.url)));
+  }
+  return list;
+}
+
+function describeProbe(p: ProbeResult): string {
+  const cudaVersion = (v: number) => `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}`;
+  switch (p.stage) {
+    case 'driver':
+      return p.driverVersion === 0
+        ? `no NVIDIA driver was found (${p.error}): install the NVIDIA driver (libcuda.so) on this machine`
+        : `the NVIDIA driver supports CUDA ${cudaVersion(p.driverVersion)} but this build needs ${cudaVersion(p.runtimeVersion)} (${p.error}): update the driver`;
+    case 'device':
+      return `no CUDA device is visible (${p.error}${process.env.CUDA_VISIBLE_DEVICES !== undefined ? `, CUDA_VISIBLE_DEVICES=${process.env.CUDA_VISIBLE_DEVICES}` : ''}): check nvidia-smi and CUDA_VISIBLE_DEVICES`;
+    default:
+      return `the addon has no code this GPU can run (${p.error}: ${p.errorMessage ?? ''}): rebuild with QK_CUDA_ARCHS set to this GPU's architecture, e.g. QK_CUDA_ARCHS=80-real pnpm --filter @qk/cuda-core build:native`;
+  }
+}
+
+let cached: { binding: Binding } | { error: CudaUnavailableError } | undefined;
+
+/** Loads the addon once per process; throws {@link CudaUnavailableError} gathering every cause. */
+export function loadBinding(): Binding {
+  if (cached === undefined) cached = tryLoad();
+  if ('error' in cached) throw cached.error;
+  return cached.binding;
+}
+
+function tryLoad(): { binding: Binding } | { error: CudaUnavailableError } {
+  const candidates = addonCandidates();
+  const found = candidates.filter((c) => existsSync(c));
+  if (found.length === 0) {
+    return {
+      error: new CudaUnavailableError([
+        `no qk_cuda.node binary (looked in ${candidates.join(', ')}): build it on a machine with the CUDA toolkit with \`pnpm --filter @qk/cuda-core build:native\`, or set QK_CUDA_ADDON to its path`,
+      ]),
+    };
+  }
+  const causes: string[] = [];
+  for (const path of found) {
+    const script = `const b = require(${JSON.stringify(path)}); process.stdout.write(JSON.stringify({ abi: b.abiVersion, probe: b.probe() }));`;
+    const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
+    if (child.error || child.status !== 0) {
+      const detail = child.signal
+        ? `crashed with ${child.signal}`
+        : ((child.stderr || child.error?.message || '').split('\n').find((l) => l.includes('Error')) ??
+          `exited with ${child.status}`);
+      causes.push(`${path} cannot be loaded (${detail.trim()}): rebuild it for this Node and platform`);
+      continue;
+    }
+    const report = JSON.parse(child.stdout) as { abi: number; probe: ProbeResult };
+    if (report.abi !== ABI_VERSION) {
+      causes.push(`${path} has binding ABI ${report.abi}, this package expects ${ABI_VERSION}: rebuild it`);
+      continue;
+    }
+    if (report.probe.error !== null) {
+      causes.push(describeProbe(report.probe));
+      continue;
+    }
+    const require = createRequire(import.meta.url);
+    return { binding: require(path) as Binding };
+  }
+  return { error: new CudaUnavailableError(causes) };
+}
+
+/** Forgets a previous load attempt (tests use it after changing QK_CUDA_ADDON). */
+export function resetBindingCache(): void {
+  cached = undefined;
+}

@@ -1,0 +1,53 @@
+/** Shared glue of the CUDA op paths: binding access, device addresses, output tensors, error mapping. */
+import type { Binding } from '@qk/cuda-core';
+import { cudaBinding, dtypeCode, nativeCall } from '../backend/cuda.js';
+import { checkShape, checkTensor } from '../check.js';
+import type { DType } from '../dtype.js';
+import { QkDeviceError, QkDtypeError } from '../errors.js';
+import type { Shape } from '../shape.js';
+import { deviceAddress, Tensor } from '../tensor.js';
+
+export { dtypeCode };
+
+/** Device address of a CUDA tensor. */
+export const ptr = deviceAddress;
+
+/**
+ * The output tensor of a CUDA op: `out` when the caller supplied one (checked for shape, dtype and device), else a
+ * fresh uninitialised CUDA tensor.
+ */
+export function cudaOutput<D extends DType>(
+  op: string,
+  out: Tensor | undefined,
+  shape: Shape,
+  dtype: D,
+): Tensor<D> {
+  if (out === undefined) return Tensor.empty(shape, dtype, 'cuda');
+  checkTensor(op, 'out', out);
+  if (out.device !== 'cuda') throw new QkDeviceError('argument "out" must be on "cuda" like the inputs.', op);
+  if (out.dtype !== dtype) throw new QkDtypeError({ op, arg: 'out', expected: dtype, got: out.dtype });
+  checkShape(op, 'out', out, shape);
+  return out as Tensor<D>;
+}
+
+/** Runs `fn` with the binding, mapping native errors to typed qk errors that name `op`. */
+export function launch<T>(op: string, fn: (b: Binding) => T): T {
+  const b = cudaBinding(op);
+  return nativeCall(op, () => fn(b));
+}
+
+/** The CPU-path counterpart of an `out` option: copies `result` into `out` (checked) and returns `out`. */
+export function writeCpuOutput<D extends DType>(
+  op: string,
+  result: Tensor<D>,
+  out: Tensor | undefined,
+): Tensor<D> {
+  if (out === undefined) return result;
+  checkTensor(op, 'out', out);
+  if (out.device !== 'cpu') throw new QkDeviceError('argument "out" must be on "cpu" like the inputs.', op);
+  if (out.dtype !== result.dtype)
+    throw new QkDtypeError({ op, arg: 'out', expected: result.dtype, got: out.dtype });
+  checkShape(op, 'out', out, result.shape);
+  (out.data as Uint8Array).set(result.data as Uint8Array);
+  return out as Tensor<D>;
+}
