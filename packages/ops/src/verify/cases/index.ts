@@ -1,0 +1,15 @@
+/** Every verify case, by op family. Each family's file owns its cases. */
+import type { VerifyCase } from '../types.js';
+import { ATTENTION_CASES } from './attention.js';
+import { ELEMENTWISE_CASES } from './elementwise.js';
+import { LINEAR_CASES } from './linear.js';
+import { NORM_CASES } from './norm.js';
+import { SAMPLING_CASES } from './sampling.js';
+
+export const ALL_CASES: readonly VerifyCase[] = [
+  ...NORM_CASES,
+  ...ELEMENTWISE_CASES,
+  ...LINEAR_CASES,
+  ...ATTENTION_CASES,
+  ...SAMPLING_CASES,
+];
