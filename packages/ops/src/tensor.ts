@@ -502,6 +502,36 @@ export class Tensor<D extends DType = DType> {
     return new Tensor(this.data.slice() as StorageOf<D>, this.shape, this.dtype);
   }
 
+  /**
+   * Copies `src`'s elements into this tensor in place (same dtype and number of elements; shapes may differ).
+   * Works within and across devices; on `'cuda'` it is one device copy on the op stream, so it can be captured
+   * in a CUDA graph (a KV-cache append, say).
+   */
+  copyFrom(src: Tensor<D>): this {
+    const op = 'Tensor.copyFrom';
+    if (this.#disposed) throw new QkDisposedError(op);
+    if (!(src instanceof Tensor) || src.disposed) throw new QkValueError(op, 'src', 'must be a live Tensor.');
+    if (src.dtype !== this.dtype) throw new QkDtypeError({ op, arg: 'src', expected: this.dtype, got: src.dtype });
+    if (src.size !== this.size) {
+      throw new QkShapeError({ op, arg: 'src', expected: `${this.size} elements`, got: `${formatShape(src.shape)} (${src.size})` });
+    }
+    if (this.#data !== null && src.device === 'cpu') {
+      (this.#data as Uint8Array).set(src.data as Uint8Array);
+      return this;
+    }
+    const binding = cudaBinding(op);
+    if (this.#data !== null) {
+      const dst = this.#data;
+      nativeCall(op, () => binding.copyToHost(dst, deviceAddress(src)));
+    } else if (src.device === 'cpu') {
+      const data = src.data;
+      nativeCall(op, () => binding.copyToDevice(deviceAddress(this), data));
+    } else {
+      nativeCall(op, () => binding.copyDeviceToDevice(deviceAddress(this), deviceAddress(src), this.nbytes));
+    }
+    return this;
+  }
+
   /** A view of the same storage with another shape, starting `elementOffset` elements in. */
   #view(shape: Shape, elementOffset: number, count: number): Tensor<D> {
     if (this.#cuda !== null) {

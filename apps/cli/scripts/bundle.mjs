@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// Builds the self-contained bundle for GPU hosts with no npm and no network (DESIGN.md §5): the CLI and its JS
+// dependencies in one ESM file, the native addon beside it, the PyTorch peer scripts, and a build-info file.
+// A bare `node` plus this folder is all such a host needs:  node DIR/qk.mjs verify
+//
+// Usage: node apps/cli/scripts/bundle.mjs [--out DIR]   (default DIR: dist-bundle at the repository root)
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const cliDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const root = resolve(cliDir, '../..');
+const outArg = process.argv.indexOf('--out');
+const out = resolve(outArg >= 0 ? process.argv[outArg + 1] : join(root, 'dist-bundle'));
+
+const addon = join(root, 'packages/cuda-core/build/Release/qk_cuda.node');
+if (!existsSync(addon)) {
+  console.error(`bundle: ${addon} is missing; build the addon first (pnpm --filter @qk/cuda-core build:native, needs nvcc).`);
+  process.exit(1);
+}
+rmSync(out, { recursive: true, force: true });
+mkdirSync(join(out, 'peers'), { recursive: true });
+
+const commit = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() || 'unknown';
+const dirty = spawnSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).stdout.trim() !== '';
+
+await build({
+  entryPoints: [join(cliDir, 'src/main.ts')],
+  outfile: join(out, 'qk.mjs'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  sourcemap: false,
+  minify: false,
+  legalComments: 'none',
+  // ESM output still needs `require` for the .node addon and CommonJS dependencies.
+  banner: { js: "import { createRequire as __qkCreateRequire } from 'node:module'; const require = __qkCreateRequire(import.meta.url);" },
+  define: { 'process.env.QK_BUNDLE_COMMIT': JSON.stringify(`${commit}${dirty ? '+dirty' : ''}`) },
+  logLevel: 'warning',
+});
+copyFileSync(addon, join(out, 'qk_cuda.node'));
+for (const f of readdirSync(join(root, 'packages/bench/peers'))) copyFileSync(join(root, 'packages/bench/peers', f), join(out, 'peers', f));
+writeFileSync(join(out, 'build-info.json'), `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`);
+
+const size = (p) => (statSync(p).isDirectory() ? readdirSync(p).reduce((s, f) => s + size(join(p, f)), 0) : statSync(p).size);
+console.log(`bundle: ${out} (${(size(out) / 2 ** 20).toFixed(1)} MiB, commit ${commit}${dirty ? ' +uncommitted changes' : ''})`);
+console.log(`run it on a GPU host with: node ${join(out, 'qk.mjs')} verify`);
