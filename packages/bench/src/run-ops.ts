@@ -21,6 +21,7 @@ export interface OpsBenchReport {
   host: ReturnType<typeof hostInfo>;
   gpu?: ReturnType<typeof gpuInfo>;
   ceilingGbPerS?: number;
+  ceiling?: { memcpyGbPerS: number; kernelGbPerS: number };
   peers?: { available: boolean; reason?: string; torch?: string };
   rows: OpRow[];
 }
@@ -34,7 +35,9 @@ export function runOpsBench(options: OpsBenchOptions = {}): OpsBenchReport {
   const gpu = gpuInfo();
   const log = options.onProgress ?? (() => {});
   const ceiling = measureCopyCeiling();
-  log(`copy ceiling ${ceiling.gbPerS.toFixed(0)} GB/s on ${gpu.gpu}`);
+  log(
+    `copy ceiling ${ceiling.gbPerS.toFixed(0)} GB/s on ${gpu.gpu} (cudaMemcpyAsync ${ceiling.memcpyGbPerS.toFixed(0)}, copy kernel ${ceiling.kernelGbPerS.toFixed(0)})`,
+  );
   const cases = opsCases(gpu.l2Bytes).filter((c) => !options.filter || c.id.includes(options.filter));
   const rows: OpRow[] = [];
   for (const c of cases) {
@@ -68,6 +71,7 @@ export function runOpsBench(options: OpsBenchOptions = {}): OpsBenchReport {
     host,
     gpu,
     ceilingGbPerS: ceiling.gbPerS,
+    ceiling: { memcpyGbPerS: ceiling.memcpyGbPerS, kernelGbPerS: ceiling.kernelGbPerS },
     peers: { available: peers.available, ...(peers.reason ? { reason: peers.reason } : {}), ...(peers.torch ? { torch: peers.torch } : {}) },
     rows,
   };

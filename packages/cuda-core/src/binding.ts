@@ -84,6 +84,8 @@ export interface Binding {
   copyToDevice(dst: DevicePtr, src: ArrayBufferView): void;
   copyToHost(dst: ArrayBufferView, src: DevicePtr): void;
   copyDeviceToDevice(dst: DevicePtr, src: DevicePtr, bytes: number): void;
+  /** Device copy by qk's own vectorised kernel (the bandwidth ceiling benchmarks compare against). */
+  copyKernel(dst: DevicePtr, src: DevicePtr, bytes: number): void;
   memset(dst: DevicePtr, value: number, bytes: number): void;
   memoryStats(): MemoryStats;
   emptyCache(): void;

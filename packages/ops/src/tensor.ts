@@ -504,10 +504,11 @@ export class Tensor<D extends DType = DType> {
 
   /**
    * Copies `src`'s elements into this tensor in place (same dtype and number of elements; shapes may differ).
-   * Works within and across devices; on `'cuda'` it is one device copy on the op stream, so it can be captured
-   * in a CUDA graph (a KV-cache append, say).
+   * Works within and across devices; on `'cuda'` it is one device copy on the op stream (qk's vectorised copy
+   * kernel, or `cudaMemcpyAsync` with `via: 'memcpy'`), so it can be captured in a CUDA graph (a KV-cache append,
+   * say).
    */
-  copyFrom(src: Tensor<D>): this {
+  copyFrom(src: Tensor<D>, options: { via?: 'kernel' | 'memcpy' } = {}): this {
     const op = 'Tensor.copyFrom';
     if (this.#disposed) throw new QkDisposedError(op);
     if (!(src instanceof Tensor) || src.disposed) throw new QkValueError(op, 'src', 'must be a live Tensor.');
@@ -527,7 +528,9 @@ export class Tensor<D extends DType = DType> {
       const data = src.data;
       nativeCall(op, () => binding.copyToDevice(deviceAddress(this), data));
     } else {
-      nativeCall(op, () => binding.copyDeviceToDevice(deviceAddress(this), deviceAddress(src), this.nbytes));
+      const [dst, from, bytes] = [deviceAddress(this), deviceAddress(src), this.nbytes];
+      if (options.via === 'memcpy') nativeCall(op, () => binding.copyDeviceToDevice(dst, from, bytes));
+      else nativeCall(op, () => binding.copyKernel(dst, from, bytes));
     }
     return this;
   }

@@ -2,6 +2,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../kernels/copy.h"
 #include "args.h"
 #include "registry.h"
 
@@ -116,6 +117,19 @@ Napi::Value CopyDeviceToDevice(const Napi::CallbackInfo& info) {
     a.check_range(dst, bytes, "dst");
     a.check_range(src, bytes, "src");
     QK_CUDA_TRY("copyDeviceToDevice", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+    return a.env().Undefined();
+  });
+}
+
+Napi::Value CopyKernel(const Napi::CallbackInfo& info) {
+  return guard(info, "copyKernel", [](const Args& a) -> Napi::Value {
+    a.expect_count(3);
+    void* dst = a.ptr(0, "dst");
+    const void* src = a.ptr(1, "src");
+    const auto bytes = static_cast<size_t>(a.int64(2, "bytes"));
+    a.check_range(dst, bytes, "dst");
+    a.check_range(src, bytes, "src");
+    launched("copyKernel", launch_copy(dst, src, bytes, stream()));
     return a.env().Undefined();
   });
 }
@@ -280,6 +294,7 @@ void register_runtime(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "copyToDevice", CopyToDevice);
   define(env, exports, "copyToHost", CopyToHost);
   define(env, exports, "copyDeviceToDevice", CopyDeviceToDevice);
+  define(env, exports, "copyKernel", CopyKernel);
   define(env, exports, "memset", Memset);
   define(env, exports, "memoryStats", MemoryStatsFn);
   define(env, exports, "emptyCache", EmptyCache);

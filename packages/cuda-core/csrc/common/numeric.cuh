@@ -35,7 +35,8 @@ template <typename T> __device__ __forceinline__ Vec<T> load_vec(const T* p) {
 template <typename T> __device__ __forceinline__ Vec<T> load_vec_stream(const T* p) {
   Vec<T> out;
   uint4 raw;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  // Not volatile: the compiler may hoist these loads and keep several in flight.
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
                : "l"(p));
   *reinterpret_cast<uint4*>(&out) = raw;
