@@ -9,7 +9,9 @@ const num = (v: number | null) => (v === null ? '—' : v === 0 ? '0' : v.toExpo
 export function formatVerifyRow(r: VerifyRow): string {
   const result =
     r.status === 'pass'
-      ? 'pass'
+      ? r.op === 'runtime' && r.note
+        ? `pass (${r.note})`
+        : 'pass'
       : r.status === 'skipped'
         ? `skipped (${r.note})`
         : `**${r.status.toUpperCase()}**${r.note ? ` ${r.note}` : ''}`;

@@ -9,6 +9,7 @@ import { isFloatDType } from '../dtype.js';
 import { deviceAddress, Tensor } from '../tensor.js';
 import { closeness } from '../testing/assert-close.js';
 import { ALL_CASES } from './cases/index.js';
+import { RUNTIME_CHECKS } from './runtime-checks.js';
 import type { VerifyCase, VerifyRow } from './types.js';
 
 export interface VerifyOptions {
@@ -18,8 +19,10 @@ export interface VerifyOptions {
   seed?: number;
   /** Called after each case, for streaming output. */
   onRow?: (row: VerifyRow) => void;
-  /** Cases to run instead of the built-in sweep. */
+  /** Cases to run instead of the built-in sweep (the runtime checks then run only if `runtime` is true). */
   cases?: readonly VerifyCase[];
+  /** Run the runtime checks (OOM recovery, graph replay, allocator, dispose, events). Default: with the sweep. */
+  runtime?: boolean;
 }
 
 export interface VerifyReport {
@@ -68,6 +71,40 @@ export function runVerify(options: VerifyOptions = {}): VerifyReport {
     rows.push(row);
     options.onRow?.(row);
   });
+  if (options.runtime ?? options.cases === undefined) {
+    RUNTIME_CHECKS.forEach((check, i) => {
+      const checkSeed = (seed + 104729 * (i + 1)) % 2 ** 31;
+      const base = {
+        op: 'runtime',
+        dtype: '-',
+        shape: check.name,
+        tag: 'edge',
+        rtol: 0,
+        atol: 0,
+        seed: checkSeed,
+      } as const;
+      let row: VerifyRow;
+      if (!matches('runtime', options.filter)) return;
+      if (!status.available)
+        row = { ...base, relL2: null, maxAbs: null, status: 'skipped', note: 'no usable GPU' };
+      else {
+        try {
+          const r = check.run(checkSeed);
+          row = { ...base, relL2: null, maxAbs: null, status: r.pass ? 'pass' : 'fail', note: r.note };
+        } catch (e) {
+          row = {
+            ...base,
+            relL2: null,
+            maxAbs: null,
+            status: 'error',
+            note: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
+          };
+        }
+      }
+      rows.push(row);
+      options.onRow?.(row);
+    });
+  }
   const count = (s: VerifyRow['status']) => rows.filter((r) => r.status === s).length;
   return {
     rows,

@@ -38,7 +38,8 @@ export interface VerifyCase {
 
 export interface VerifyRow {
   op: string;
-  dtype: FloatDType;
+  /** The case's dtype; '-' for runtime checks. */
+  dtype: FloatDType | '-';
   shape: string;
   tag: VerifyCase['tag'];
   relL2: number | null;

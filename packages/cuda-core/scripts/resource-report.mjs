@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// The compiler's register / spill / shared-memory report for every kernel, read from the ptxas output that the
+// native build keeps in build/build.log (the build passes -Xptxas=-v). Prints a Markdown table.
+// Usage: node scripts/resource-report.mjs [--filter NAME] [--arch sm_90a]
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const log = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'build.log'), 'utf8');
+const filterAt = process.argv.indexOf('--filter');
+const filter = filterAt >= 0 ? process.argv[filterAt + 1] : undefined;
+const archAt = process.argv.indexOf('--arch');
+const arch = archAt >= 0 ? process.argv[archAt + 1] : 'sm_90a';
+
+const rows = [];
+let current;
+for (const line of log.split('\n')) {
+  let m = line.match(/Compiling entry function '([^']+)' for '([^']+)'/);
+  if (m) {
+    current =
+      m[2] === arch
+        ? { mangled: m[1], stack: 0, spillStores: 0, spillLoads: 0, regs: 0, smem: 0 }
+        : undefined;
+    continue;
+  }
+  if (!current) continue;
+  m = line.match(/(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads/);
+  if (m) [current.stack, current.spillStores, current.spillLoads] = m.slice(1).map(Number);
+  m = line.match(/Used (\d+) registers(?:.*?(\d+) bytes smem)?/);
+  if (m) {
+    current.regs = Number(m[1]);
+    current.smem = Number(m[2] ?? 0);
+    rows.push(current);
+    current = undefined;
+  }
+}
+const demangled = spawnSync('c++filt', {
+  input: rows.map((r) => r.mangled).join('\n'),
+  encoding: 'utf8',
+}).stdout.split('\n');
+rows.forEach((r, i) => {
+  r.name = (demangled[i] || r.mangled)
+    .replace(/qk::\(anonymous namespace\)::/g, '')
+    .replace(/__nv_bfloat16/g, 'bf16')
+    .replace(/\(.*\)$/, '');
+});
+const shown = rows
+  .filter((r) => !filter || r.name.includes(filter))
+  .sort((a, b) => a.name.localeCompare(b.name));
+console.log(
+  `| kernel (${arch}) | registers | spill stores (B) | spill loads (B) | stack (B) | static smem (B) |`,
+);
+console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
+for (const r of shown)
+  console.log(`| \`${r.name}\` | ${r.regs} | ${r.spillStores} | ${r.spillLoads} | ${r.stack} | ${r.smem} |`);
