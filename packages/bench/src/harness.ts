@@ -4,7 +4,7 @@
  * takes the next of several input sets whose total size exceeds twice the L2 cache, so no call finds its inputs
  * already cached. The PyTorch peers are timed the same way (torch.cuda.graph), so ratios compare like with like.
  */
-import { CudaEvent, CudaGraph, Tensor, cudaDeviceInfo, cudaSynchronize } from '@qk/ops';
+import { CudaEvent, CudaGraph, cudaDeviceInfo, cudaSynchronize, Tensor } from '@qk/ops';
 import { type Summary, summarize } from './stats.js';
 
 export interface GpuTimingOptions {
@@ -17,7 +17,11 @@ export interface GpuTimingOptions {
 }
 
 /** Times `call(set)` cycling over `inputSets`; returns per-call microseconds. */
-export function timeGpu<S>(inputSets: readonly S[], call: (set: S) => void, options: GpuTimingOptions = {}): Summary {
+export function timeGpu<S>(
+  inputSets: readonly S[],
+  call: (set: S) => void,
+  options: GpuTimingOptions = {},
+): Summary {
   if (inputSets.length === 0) throw new Error('timeGpu: no input sets');
   // Estimate one call's time to size the graph.
   for (const s of inputSets) call(s);
@@ -62,12 +66,17 @@ export function rotationsFor(bytesPerSet: number, l2Bytes: number): number {
  * The device-to-device copy bandwidth (bytes read + written per second), measured now on a 1 GiB copy, as the
  * better of cudaMemcpyAsync and qk's vectorised copy kernel.
  */
-export function measureCopyCeiling(bytes = 2 ** 30): { gbPerS: number; memcpyGbPerS: number; kernelGbPerS: number } {
+export function measureCopyCeiling(bytes = 2 ** 30): {
+  gbPerS: number;
+  memcpyGbPerS: number;
+  kernelGbPerS: number;
+} {
   const src = Tensor.empty([bytes], 'u8', 'cuda');
   const dst = Tensor.empty([bytes], 'u8', 'cuda');
   try {
     const rate = (via: 'kernel' | 'memcpy') =>
-      (2 * bytes) / (timeGpu([0], () => void dst.copyFrom(src, { via }), { callsPerSample: 4, samples: 15 }).median * 1e3);
+      (2 * bytes) /
+      (timeGpu([0], () => void dst.copyFrom(src, { via }), { callsPerSample: 4, samples: 15 }).median * 1e3);
     const memcpyGbPerS = rate('memcpy');
     const kernelGbPerS = rate('kernel');
     return { gbPerS: Math.max(memcpyGbPerS, kernelGbPerS), memcpyGbPerS, kernelGbPerS };
@@ -78,7 +87,13 @@ export function measureCopyCeiling(bytes = 2 ** 30): { gbPerS: number; memcpyGbP
 }
 
 /** Facts about the machine that every result carries. */
-export function gpuInfo(): { gpu: string; computeCapability: string; driverVersion: number; runtimeVersion: number; l2Bytes: number } {
+export function gpuInfo(): {
+  gpu: string;
+  computeCapability: string;
+  driverVersion: number;
+  runtimeVersion: number;
+  l2Bytes: number;
+} {
   const d = cudaDeviceInfo();
   return {
     gpu: d.name,

@@ -5,4 +5,4 @@ export { type PeerResult, type PeerRun, peersDir, runTorchPeers, torchStatus } f
 export { opsTable } from './report.js';
 export { type OpsBenchOptions, type OpsBenchReport, runOpsBench } from './run-ops.js';
 export { type Summary, summarize } from './stats.js';
-export { type OpCase, type OpRow, type PeerSpec, opsCases, runOpCase } from './suites/ops.js';
+export { type OpCase, type OpRow, opsCases, type PeerSpec, runOpCase } from './suites/ops.js';

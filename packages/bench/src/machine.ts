@@ -11,5 +11,10 @@ export function gitCommit(): string | null {
 
 /** Host facts recorded in every result. */
 export function hostInfo(): { node: string; cpu: string | null; commit: string | null; date: string } {
-  return { node: process.version, cpu: cpus()[0]?.model ?? null, commit: gitCommit(), date: new Date().toISOString() };
+  return {
+    node: process.version,
+    cpu: cpus()[0]?.model ?? null,
+    commit: gitCommit(),
+    date: new Date().toISOString(),
+  };
 }

@@ -1,7 +1,8 @@
 /** Markdown rendering of suite results. Every number says what it is measured against. */
 import type { OpRow } from './suites/ops.js';
 
-const f = (v: number | undefined, digits: number) => (v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(digits));
+const f = (v: number | undefined, digits: number) =>
+  v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(digits);
 
 export function opsTable(rows: readonly OpRow[], ceilingGbPerS: number): string {
   const lines = [

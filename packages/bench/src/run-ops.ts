@@ -30,7 +30,14 @@ export function runOpsBench(options: OpsBenchOptions = {}): OpsBenchReport {
   const host = hostInfo();
   const status = cudaStatus();
   if (!status.available) {
-    return { schema: 'qk.bench/1', suite: 'ops', status: 'skipped', skipReason: status.reason ?? 'no GPU', host, rows: [] };
+    return {
+      schema: 'qk.bench/1',
+      suite: 'ops',
+      status: 'skipped',
+      skipReason: status.reason ?? 'no GPU',
+      host,
+      rows: [],
+    };
   }
   const gpu = gpuInfo();
   const log = options.onProgress ?? (() => {});
@@ -43,7 +50,9 @@ export function runOpsBench(options: OpsBenchOptions = {}): OpsBenchReport {
   for (const c of cases) {
     const row = runOpCase(c, ceiling.gbPerS, gpu.l2Bytes);
     rows.push(row);
-    log(`${row.id}: ${row.timing.median.toFixed(2)} µs, ${row.gbPerS.toFixed(0)} GB/s (${row.pctOfCeiling.toFixed(1)}% of ceiling)`);
+    log(
+      `${row.id}: ${row.timing.median.toFixed(2)} µs, ${row.gbPerS.toFixed(0)} GB/s (${row.pctOfCeiling.toFixed(1)}% of ceiling)`,
+    );
   }
   let peers: PeerRun = { available: false, reason: 'disabled (--no-peers)', results: {} };
   if (options.peers !== false) {
@@ -72,7 +81,11 @@ export function runOpsBench(options: OpsBenchOptions = {}): OpsBenchReport {
     gpu,
     ceilingGbPerS: ceiling.gbPerS,
     ceiling: { memcpyGbPerS: ceiling.memcpyGbPerS, kernelGbPerS: ceiling.kernelGbPerS },
-    peers: { available: peers.available, ...(peers.reason ? { reason: peers.reason } : {}), ...(peers.torch ? { torch: peers.torch } : {}) },
+    peers: {
+      available: peers.available,
+      ...(peers.reason ? { reason: peers.reason } : {}),
+      ...(peers.torch ? { torch: peers.torch } : {}),
+    },
     rows,
   };
 }

@@ -11,6 +11,7 @@ export interface Summary {
 export function summarize(values: readonly number[]): Summary {
   if (values.length === 0) throw new Error('summarize: no samples');
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
+  const at = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))]!;
   return { median: at(0.5), p10: at(0.1), p90: at(0.9), min: sorted[0]!, samples: sorted.length };
 }

@@ -62,8 +62,15 @@ export function runTorchPeers(specs: readonly PeerSpec[], onProgress?: (line: st
   });
   for (const line of (r.stdout ?? '').split('\n')) if (line.trim()) onProgress?.(line);
   if (r.status !== 0 || !existsSync(outPath)) {
-    return { available: false, reason: `torch peer script failed: ${(r.stderr ?? '').slice(-800)}`, results: {} };
+    return {
+      available: false,
+      reason: `torch peer script failed: ${(r.stderr ?? '').slice(-800)}`,
+      results: {},
+    };
   }
-  const parsed = JSON.parse(readFileSync(outPath, 'utf8')) as { torch: string; results: Record<string, PeerResult> };
+  const parsed = JSON.parse(readFileSync(outPath, 'utf8')) as {
+    torch: string;
+    results: Record<string, PeerResult>;
+  };
   return { available: true, torch: parsed.torch, results: parsed.results };
 }

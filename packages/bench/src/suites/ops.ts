@@ -4,16 +4,7 @@
  * GB/s, % of the copy ceiling measured in the same run, and the ratio to PyTorch eager and torch.compile when a
  * peer result exists for the case.
  */
-import {
-  type FloatDType,
-  Tensor,
-  attention,
-  fusedAddRmsnorm,
-  linear,
-  rmsnorm,
-  rope,
-  swiglu,
-} from '@qk/ops';
+import { attention, type FloatDType, fusedAddRmsnorm, linear, rmsnorm, rope, swiglu, Tensor } from '@qk/ops';
 import { rotationsFor, timeGpu } from '../harness.js';
 import type { Summary } from '../stats.js';
 
@@ -74,8 +65,18 @@ function rmsnormCase(b: number, s: number, h: number, l2: number): OpCase {
     shape: `[${b}×${s}×${h}]`,
     bytes,
     bar: b === 1 && s === 8192 ? '≥80% ceiling, beat torch.compile' : 'beat torch.compile',
-    peer: { id: `rmsnorm-${b}x${s}x${h}`, kind: 'rmsnorm', dtype: 'bfloat16', dims: { rows, n: h }, rotations: rotationsFor(bytes, l2) },
-    makeSet: (seed) => [randCuda([rows, h], seed), randCuda([h], seed + 1), Tensor.empty([rows, h], dtype, 'cuda')],
+    peer: {
+      id: `rmsnorm-${b}x${s}x${h}`,
+      kind: 'rmsnorm',
+      dtype: 'bfloat16',
+      dims: { rows, n: h },
+      rotations: rotationsFor(bytes, l2),
+    },
+    makeSet: (seed) => [
+      randCuda([rows, h], seed),
+      randCuda([h], seed + 1),
+      Tensor.empty([rows, h], dtype, 'cuda'),
+    ],
     call: (set) => {
       const [x, w, out] = set as Sets;
       rmsnorm(x as Tensor<'bf16'>, w as Tensor<'bf16'>, { eps: 1e-6, out });
@@ -92,7 +93,13 @@ function fusedAddCase(rows: number, h: number, l2: number): OpCase {
     shape: `[${rows}×${h}]`,
     bytes,
     bar: rows === 8192 ? '≥80% ceiling' : undefined,
-    peer: { id: `fused-add-rmsnorm-${rows}x${h}`, kind: 'fused_add_rmsnorm', dtype: 'bfloat16', dims: { rows, n: h }, rotations: rotationsFor(bytes, l2) },
+    peer: {
+      id: `fused-add-rmsnorm-${rows}x${h}`,
+      kind: 'fused_add_rmsnorm',
+      dtype: 'bfloat16',
+      dims: { rows, n: h },
+      rotations: rotationsFor(bytes, l2),
+    },
     makeSet: (seed) => [
       randCuda([rows, h], seed),
       randCuda([rows, h], seed + 1),
@@ -102,7 +109,11 @@ function fusedAddCase(rows: number, h: number, l2: number): OpCase {
     ],
     call: (set) => {
       const [x, r, w, out, residualOut] = set as Sets;
-      fusedAddRmsnorm(x as Tensor<'bf16'>, r as Tensor<'bf16'>, w as Tensor<'bf16'>, { eps: 1e-6, out, residualOut });
+      fusedAddRmsnorm(x as Tensor<'bf16'>, r as Tensor<'bf16'>, w as Tensor<'bf16'>, {
+        eps: 1e-6,
+        out,
+        residualOut,
+      });
     },
     dispose: disposeAll,
   };
@@ -118,7 +129,13 @@ function ropeCase(seq: number, l2: number): OpCase {
     shape: `[${seq}×${heads}×${dim}]`,
     bytes,
     bar: seq === 8192 ? '≥80% ceiling' : undefined,
-    peer: { id: `rope-${seq}x${heads}x${dim}`, kind: 'rope', dtype: 'bfloat16', dims: { seq, heads, dim }, rotations: rotationsFor(bytes, l2) },
+    peer: {
+      id: `rope-${seq}x${heads}x${dim}`,
+      kind: 'rope',
+      dtype: 'bfloat16',
+      dims: { seq, heads, dim },
+      rotations: rotationsFor(bytes, l2),
+    },
     makeSet: (seed) => [
       randCuda([seq, heads, dim], seed),
       Tensor.arange(0, seq, { dtype: 'i32' }).to('cuda'),
@@ -126,7 +143,10 @@ function ropeCase(seq: number, l2: number): OpCase {
     ],
     call: (set) => {
       const [x, positions, out] = set as Sets;
-      rope(x as Tensor<'bf16'>, { positions: positions as Tensor<'i32'>, theta: 1e6, out } as Parameters<typeof rope>[1]);
+      rope(
+        x as Tensor<'bf16'>,
+        { positions: positions as Tensor<'i32'>, theta: 1e6, out } as Parameters<typeof rope>[1],
+      );
     },
     dispose: disposeAll,
   };
@@ -140,8 +160,18 @@ function swigluCase(rows: number, ffn: number, l2: number): OpCase {
     shape: `[${rows}×${ffn}]`,
     bytes,
     bar: ffn === 18944 ? '≥80% ceiling' : undefined,
-    peer: { id: `swiglu-${rows}x${ffn}`, kind: 'swiglu', dtype: 'bfloat16', dims: { rows, ffn }, rotations: rotationsFor(bytes, l2) },
-    makeSet: (seed) => [randCuda([rows, ffn], seed), randCuda([rows, ffn], seed + 1), Tensor.empty([rows, ffn], dtype, 'cuda')],
+    peer: {
+      id: `swiglu-${rows}x${ffn}`,
+      kind: 'swiglu',
+      dtype: 'bfloat16',
+      dims: { rows, ffn },
+      rotations: rotationsFor(bytes, l2),
+    },
+    makeSet: (seed) => [
+      randCuda([rows, ffn], seed),
+      randCuda([rows, ffn], seed + 1),
+      Tensor.empty([rows, ffn], dtype, 'cuda'),
+    ],
     call: (set) => {
       const [g, u, out] = set as Sets;
       (swiglu as (...args: unknown[]) => unknown)(g, u, { out });
@@ -158,7 +188,13 @@ function gemvCase(model: string, layer: string, n: number, k: number, l2: number
     shape: `${model} ${layer} N=${n} K=${k}`,
     bytes,
     bar: n * k * BYTES >= 16 * 2 ** 20 ? '≥85% ceiling, beat F.linear' : 'beat F.linear',
-    peer: { id: `gemv-${model}-${layer}`, kind: 'linear', dtype: 'bfloat16', dims: { m: 1, n, k }, rotations: rotationsFor(bytes, l2) },
+    peer: {
+      id: `gemv-${model}-${layer}`,
+      kind: 'linear',
+      dtype: 'bfloat16',
+      dims: { m: 1, n, k },
+      rotations: rotationsFor(bytes, l2),
+    },
     makeSet: (seed) => [
       randCuda([1, k], seed),
       Tensor.randn([n, k], { dtype, seed: seed + 1, std: 0.02 }).to('cuda'),
@@ -172,7 +208,13 @@ function gemvCase(model: string, layer: string, n: number, k: number, l2: number
   };
 }
 
-function decodeAttentionCase(model: string, qHeads: number, kvHeads: number, kvLen: number, l2: number): OpCase {
+function decodeAttentionCase(
+  model: string,
+  qHeads: number,
+  kvHeads: number,
+  kvLen: number,
+  l2: number,
+): OpCase {
   const dim = 128;
   const bytes = 2 * kvLen * kvHeads * dim * BYTES;
   return {
