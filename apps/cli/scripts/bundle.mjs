@@ -17,14 +17,19 @@ const out = resolve(outArg >= 0 ? process.argv[outArg + 1] : join(root, 'dist-bu
 
 const addon = join(root, 'packages/cuda-core/build/Release/qk_cuda.node');
 if (!existsSync(addon)) {
-  console.error(`bundle: ${addon} is missing; build the addon first (pnpm --filter @qk/cuda-core build:native, needs nvcc).`);
+  console.error(
+    `bundle: ${addon} is missing; build the addon first (pnpm --filter @qk/cuda-core build:native, needs nvcc).`,
+  );
   process.exit(1);
 }
 rmSync(out, { recursive: true, force: true });
 mkdirSync(join(out, 'peers'), { recursive: true });
 
-const commit = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() || 'unknown';
-const dirty = spawnSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).stdout.trim() !== '';
+const commit =
+  spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim() ||
+  'unknown';
+const dirty =
+  spawnSync('git', ['status', '--porcelain'], { cwd: root, encoding: 'utf8' }).stdout.trim() !== '';
 
 await build({
   entryPoints: [join(cliDir, 'src/main.ts')],
@@ -37,14 +42,23 @@ await build({
   minify: false,
   legalComments: 'none',
   // ESM output still needs `require` for the .node addon and CommonJS dependencies.
-  banner: { js: "import { createRequire as __qkCreateRequire } from 'node:module'; const require = __qkCreateRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __qkCreateRequire } from 'node:module'; const require = __qkCreateRequire(import.meta.url);",
+  },
   define: { 'process.env.QK_BUNDLE_COMMIT': JSON.stringify(`${commit}${dirty ? '+dirty' : ''}`) },
   logLevel: 'warning',
 });
 copyFileSync(addon, join(out, 'qk_cuda.node'));
-for (const f of readdirSync(join(root, 'packages/bench/peers'))) copyFileSync(join(root, 'packages/bench/peers', f), join(out, 'peers', f));
-writeFileSync(join(out, 'build-info.json'), `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`);
+for (const f of readdirSync(join(root, 'packages/bench/peers')))
+  copyFileSync(join(root, 'packages/bench/peers', f), join(out, 'peers', f));
+writeFileSync(
+  join(out, 'build-info.json'),
+  `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`,
+);
 
-const size = (p) => (statSync(p).isDirectory() ? readdirSync(p).reduce((s, f) => s + size(join(p, f)), 0) : statSync(p).size);
-console.log(`bundle: ${out} (${(size(out) / 2 ** 20).toFixed(1)} MiB, commit ${commit}${dirty ? ' +uncommitted changes' : ''})`);
+const size = (p) =>
+  statSync(p).isDirectory() ? readdirSync(p).reduce((s, f) => s + size(join(p, f)), 0) : statSync(p).size;
+console.log(
+  `bundle: ${out} (${(size(out) / 2 ** 20).toFixed(1)} MiB, commit ${commit}${dirty ? ' +uncommitted changes' : ''})`,
+);
 console.log(`run it on a GPU host with: node ${join(out, 'qk.mjs')} verify`);

@@ -17,6 +17,7 @@ export function parse<O extends Options>(argv: string[], options: O, allowPositi
 export function intOption(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`--${name} must be a non-negative integer, got ${String(value)}`);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new UsageError(`--${name} must be a non-negative integer, got ${String(value)}`);
   return n;
 }

@@ -11,7 +11,8 @@ const main = resolve(fileURLToPath(new URL('..', import.meta.url)), 'dist/main.j
 const gpu = cudaAvailable();
 
 function qk(...args: string[]) {
-  if (!existsSync(main)) throw new Error(`${main} is missing: build @qk/cli first (turbo runs build before test)`);
+  if (!existsSync(main))
+    throw new Error(`${main} is missing: build @qk/cli first (turbo runs build before test)`);
   const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', timeout: 600_000 });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }

@@ -32,7 +32,7 @@ if (!nvcc) {
 }
 
 const cmakeJs = join(pkgDir, 'node_modules', 'cmake-js', 'bin', 'cmake-js');
-const args = [cmakeJs, 'compile', '--out', 'build', '--CDCMAKE_CUDA_COMPILER=' + nvcc];
+const args = [cmakeJs, 'compile', '--out', 'build', `--CDCMAKE_CUDA_COMPILER=${nvcc}`];
 if (process.env.QK_CUDA_PARALLEL) args.push('--parallel', process.env.QK_CUDA_PARALLEL);
 mkdirSync(join(pkgDir, 'build'), { recursive: true });
 const started = Date.now();

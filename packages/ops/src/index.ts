@@ -45,10 +45,13 @@ export {
   QkShapeError,
   QkValueError,
 } from './errors.js';
+export type { ElementwiseOptions } from './ops/activations.js';
 export { type Activation, add, erf, type GeluApproximation, gelu, mul, silu } from './ops/activations.js';
 export { type AttentionOptions, attention } from './ops/attention.js';
+export { rmsnormEager, swigluEager } from './ops/eager.js';
+export type { EmbeddingOptions } from './ops/embedding.js';
 export { embedding, type TokenIds } from './ops/embedding.js';
-export { type LinearOptions, linear } from './ops/linear.js';
+export { type LinearOptions, linear, type RmsnormLinearOptions, rmsnormLinear } from './ops/linear.js';
 export {
   DEFAULT_INT4_GROUP,
   dequantizeInt4,
@@ -70,7 +73,14 @@ export {
   type RmsnormOptions,
   rmsnorm,
 } from './ops/rmsnorm.js';
-export { DEFAULT_ROPE_THETA, type RopeOptions, rope, ropeInvFreq } from './ops/rope.js';
+export {
+  DEFAULT_ROPE_THETA,
+  type QkNormRopeOptions,
+  qkNormRope,
+  type RopeOptions,
+  rope,
+  ropeInvFreq,
+} from './ops/rope.js';
 export { argmax, type SampleOptions, sample } from './ops/sampling.js';
 export { softmax } from './ops/softmax.js';
 export { swiglu, swigluFused } from './ops/swiglu.js';

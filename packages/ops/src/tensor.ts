@@ -512,9 +512,15 @@ export class Tensor<D extends DType = DType> {
     const op = 'Tensor.copyFrom';
     if (this.#disposed) throw new QkDisposedError(op);
     if (!(src instanceof Tensor) || src.disposed) throw new QkValueError(op, 'src', 'must be a live Tensor.');
-    if (src.dtype !== this.dtype) throw new QkDtypeError({ op, arg: 'src', expected: this.dtype, got: src.dtype });
+    if (src.dtype !== this.dtype)
+      throw new QkDtypeError({ op, arg: 'src', expected: this.dtype, got: src.dtype });
     if (src.size !== this.size) {
-      throw new QkShapeError({ op, arg: 'src', expected: `${this.size} elements`, got: `${formatShape(src.shape)} (${src.size})` });
+      throw new QkShapeError({
+        op,
+        arg: 'src',
+        expected: `${this.size} elements`,
+        got: `${formatShape(src.shape)} (${src.size})`,
+      });
     }
     if (this.#data !== null && src.device === 'cpu') {
       (this.#data as Uint8Array).set(src.data as Uint8Array);

@@ -19,6 +19,9 @@ const ALL_OPS: Record<ToleranceOp, true> = {
   rmsnorm: true,
   fusedAddRmsnorm: true,
   qkNorm: true,
+  qkNormRope: true,
+  rmsnormEager: true,
+  swigluEager: true,
   rope: true,
   silu: true,
   gelu: true,
@@ -31,8 +34,14 @@ const ALL_OPS: Record<ToleranceOp, true> = {
   attention: true,
   linearInt8: true,
   linearInt4: true,
+  rmsnormLinear: true,
+  quantizeInt8: true,
+  quantizeInt4: true,
+  argmax: true,
+  sample: true,
 };
 const OPS = Object.keys(ALL_OPS) as ToleranceOp[];
+const EXACT_OPS = new Set<ToleranceOp>(['embedding', 'quantizeInt8', 'quantizeInt4', 'argmax', 'sample']);
 
 function ownMeasures(
   a: ArrayLike<number>,
@@ -340,7 +349,8 @@ describe('tolerance table', () => {
     // p significant bits (stored + implicit): bf16 8, f16 11, f32 24. A once-rounded vector has relative L2 ≤ 2^-p.
     const unitRoundoff = { bf16: 2 ** -8, f16: 2 ** -11, f32: 2 ** -24 };
     for (const op of OPS) {
-      if (op === 'embedding') continue; // a gather copies values: exact by definition
+      // Exact by definition: a gather copies values, quantizer codes and argmax/sample ids are integers.
+      if (EXACT_OPS.has(op)) continue;
       for (const dtype of FLOAT_DTYPES) {
         expect(TOLERANCES[op][dtype].rtol, `${op} ${dtype}`).toBeGreaterThanOrEqual(unitRoundoff[dtype]);
       }

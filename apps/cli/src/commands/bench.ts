@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { opsTable, runOpsBench } from '@qk/bench';
-import { UsageError, parse } from '../args.js';
+import { parse, UsageError } from '../args.js';
 
 export const BENCH_HELP = `qk bench — measure qk's kernels against the GPU's copy bandwidth and PyTorch
 
@@ -47,7 +47,9 @@ export function benchCommand(argv: string[]): number {
     return 0;
   }
   const table = opsTable(report.rows, report.ceilingGbPerS ?? Number.NaN);
-  console.log(`qk bench ops on ${report.gpu?.gpu} (commit ${report.host.commit ?? 'unknown'}, ${report.host.date})`);
+  console.log(
+    `qk bench ops on ${report.gpu?.gpu} (commit ${report.host.commit ?? 'unknown'}, ${report.host.date})`,
+  );
   if (!report.peers?.available) console.log(`PyTorch peers not run: ${report.peers?.reason}`);
   else console.log(`PyTorch peers: torch ${report.peers.torch}`);
   console.log(table);

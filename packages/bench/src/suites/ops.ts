@@ -54,7 +54,30 @@ type Sets = Tensor[];
 const disposeAll = (set: unknown) => {
   for (const t of set as Sets) t.dispose();
 };
-const randCuda = (shape: number[], seed: number) => Tensor.randn(shape, { dtype, seed }).to('cuda');
+/** Values drawn on the host for at most this many elements; larger tensors repeat them (see randCuda). */
+const RANDOM_BLOCK = 1 << 20;
+
+/**
+ * A CUDA tensor of seeded normal values. Drawing hundreds of millions of values in JS would dominate the run,
+ * so a block of up to 2^20 values is drawn once per seed and tiled over the tensor with device copies; the
+ * bandwidth of a kernel does not depend on which finite values it reads.
+ */
+function randCuda(shape: number[], seed: number, std = 1): Tensor<FloatDType> {
+  const out = Tensor.empty(shape, dtype, 'cuda');
+  const flat = out.reshape([-1]);
+  const block = Tensor.randn([Math.min(flat.size, RANDOM_BLOCK)], { dtype, seed, std }).to('cuda');
+  for (let at = 0; at < flat.size; at += block.size) {
+    const n = Math.min(block.size, flat.size - at);
+    const dst = flat.slice(at, at + n);
+    const src = n === block.size ? block : block.slice(0, n);
+    dst.copyFrom(src);
+    dst.dispose();
+    if (src !== block) src.dispose();
+  }
+  block.dispose();
+  flat.dispose();
+  return out;
+}
 
 function rmsnormCase(b: number, s: number, h: number, l2: number): OpCase {
   const rows = b * s;
@@ -143,10 +166,7 @@ function ropeCase(seq: number, l2: number): OpCase {
     ],
     call: (set) => {
       const [x, positions, out] = set as Sets;
-      rope(
-        x as Tensor<'bf16'>,
-        { positions: positions as Tensor<'i32'>, theta: 1e6, out } as Parameters<typeof rope>[1],
-      );
+      rope(x as Tensor<'bf16'>, { positions: positions as Tensor<'i32'>, theta: 1e6, out });
     },
     dispose: disposeAll,
   };
@@ -174,7 +194,7 @@ function swigluCase(rows: number, ffn: number, l2: number): OpCase {
     ],
     call: (set) => {
       const [g, u, out] = set as Sets;
-      (swiglu as (...args: unknown[]) => unknown)(g, u, { out });
+      swiglu(g as Tensor<'bf16'>, u as Tensor<'bf16'>, { out });
     },
     dispose: disposeAll,
   };
@@ -197,12 +217,12 @@ function gemvCase(model: string, layer: string, n: number, k: number, l2: number
     },
     makeSet: (seed) => [
       randCuda([1, k], seed),
-      Tensor.randn([n, k], { dtype, seed: seed + 1, std: 0.02 }).to('cuda'),
+      randCuda([n, k], seed + 1, 0.02),
       Tensor.empty([1, n], dtype, 'cuda'),
     ],
     call: (set) => {
       const [x, w, out] = set as Sets;
-      linear(x as Tensor<'bf16'>, w as Tensor<'bf16'>, { out } as never);
+      linear(x as Tensor<'bf16'>, w as Tensor<'bf16'>, { out });
     },
     dispose: disposeAll,
   };
@@ -235,10 +255,15 @@ function decodeAttentionCase(
       randCuda([kvLen, kvHeads, dim], seed + 1),
       randCuda([kvLen, kvHeads, dim], seed + 2),
       Tensor.empty([1, qHeads, dim], dtype, 'cuda'),
+      // Persistent split-KV scratch (graph capture must not allocate it per call); far above what 16k needs.
+      Tensor.empty([16 * 2 ** 20], 'u8', 'cuda'),
     ],
     call: (set) => {
-      const [q, k, v, out] = set as Sets;
-      attention(q as Tensor<'bf16'>, k as Tensor<'bf16'>, v as Tensor<'bf16'>, { out } as never);
+      const [q, k, v, out, ws] = set as Sets;
+      attention(q as Tensor<'bf16'>, k as Tensor<'bf16'>, v as Tensor<'bf16'>, {
+        out,
+        workspace: ws as Tensor<'u8'>,
+      });
     },
     dispose: disposeAll,
   };

@@ -1,8 +1,16 @@
-import { checkFloat, checkSameDtype, checkShape } from '../check.js';
+import { checkFloat, checkSameDtype, checkShape, commonDevice } from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaBinary, cudaUnary } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
 import type { Tensor } from '../tensor.js';
+
+/** Options of the elementwise ops. */
+export interface ElementwiseOptions {
+  /** Write the result here (same shape, dtype and device as the input) instead of a new tensor. */
+  out?: Tensor;
+}
 
 /** Which GELU: the exact erf form (`'none'`, PyTorch's default) or the tanh approximation (`'tanh'`). */
 export type GeluApproximation = 'none' | 'tanh';
@@ -81,9 +89,11 @@ function mapFloats<D extends FloatDType>(x: Tensor<D>, fn: (v: number) => number
 }
 
 /** SiLU elementwise: `y = x / (1 + e^(−x))`. Float64 math, one rounding to `x`'s dtype. */
-export function silu<D extends FloatDType>(x: Tensor<D>): Tensor<D> {
-  checkFloat('silu', 'x', x);
-  return mapFloats(x, siluScalar);
+export function silu<D extends FloatDType>(x: Tensor<D>, options: ElementwiseOptions = {}): Tensor<D> {
+  const op = 'silu';
+  checkFloat(op, 'x', x);
+  if (commonDevice(op, { x }) === 'cuda') return cudaUnary(op, 'silu', x, x.dtype, options.out);
+  return writeCpuOutput(op, mapFloats(x, siluScalar), options.out);
 }
 
 /**
@@ -92,39 +102,57 @@ export function silu<D extends FloatDType>(x: Tensor<D>): Tensor<D> {
  */
 export function gelu<D extends FloatDType>(
   x: Tensor<D>,
-  options: { approximate?: GeluApproximation } = {},
+  options: { approximate?: GeluApproximation } & ElementwiseOptions = {},
 ): Tensor<D> {
-  checkFloat('gelu', 'x', x);
+  const op = 'gelu';
+  checkFloat(op, 'x', x);
   const approximate = options.approximate ?? 'none';
   if (approximate !== 'none' && approximate !== 'tanh') {
-    throw new QkValueError('gelu', 'approximate', `must be 'none' or 'tanh', got ${String(approximate)}.`);
+    throw new QkValueError(op, 'approximate', `must be 'none' or 'tanh', got ${String(approximate)}.`);
   }
-  return mapFloats(x, (v) => geluScalar(v, approximate));
+  if (commonDevice(op, { x }) === 'cuda') {
+    return cudaUnary(op, approximate === 'tanh' ? 'geluTanh' : 'gelu', x, x.dtype, options.out);
+  }
+  return writeCpuOutput(
+    op,
+    mapFloats(x, (v) => geluScalar(v, approximate)),
+    options.out,
+  );
 }
 
 /** Elementwise `a + b` (same shape and dtype), float64 math, one rounding. */
-export function add<D extends FloatDType>(a: Tensor<D>, b: Tensor<NoInfer<D>>): Tensor<D> {
-  return zipFloats('add', a, b, (p, q) => p + q);
+export function add<D extends FloatDType>(
+  a: Tensor<D>,
+  b: Tensor<NoInfer<D>>,
+  options: ElementwiseOptions = {},
+): Tensor<D> {
+  return zipFloats('add', a, b, (p, q) => p + q, options.out);
 }
 
 /** Elementwise `a · b` (same shape and dtype), float64 math, one rounding. */
-export function mul<D extends FloatDType>(a: Tensor<D>, b: Tensor<NoInfer<D>>): Tensor<D> {
-  return zipFloats('mul', a, b, (p, q) => p * q);
+export function mul<D extends FloatDType>(
+  a: Tensor<D>,
+  b: Tensor<NoInfer<D>>,
+  options: ElementwiseOptions = {},
+): Tensor<D> {
+  return zipFloats('mul', a, b, (p, q) => p * q, options.out);
 }
 
 function zipFloats<D extends FloatDType>(
-  op: string,
+  op: 'add' | 'mul',
   a: Tensor<D>,
   b: Tensor<NoInfer<D>>,
   fn: (p: number, q: number) => number,
+  out: Tensor | undefined,
 ): Tensor<D> {
   checkFloat(op, 'a', a);
   checkFloat(op, 'b', b);
   checkSameDtype(op, 'b', b, a, 'a');
   checkShape(op, 'b', b, a.shape, 'elementwise ops need equal shapes');
+  if (commonDevice(op, { a, b }) === 'cuda') return cudaBinary(op, op, a, b, 'none', a.dtype, out);
   const x = readFloats(a);
   const y = readFloats(b);
-  const out = new Float32Array(x.length);
-  for (let i = 0; i < x.length; i++) out[i] = fn(x[i]!, y[i]!);
-  return fromFloats(out, a.shape, a.dtype);
+  const result = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) result[i] = fn(x[i]!, y[i]!);
+  return writeCpuOutput(op, fromFloats(result, a.shape, a.dtype), out);
 }

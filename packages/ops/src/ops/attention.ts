@@ -1,4 +1,6 @@
-import { checkFloat, checkNonNegativeInt, checkPositive, checkSameDtype } from '../check.js';
+import { checkFloat, checkNonNegativeInt, checkPositive, checkSameDtype, commonDevice } from '../check.js';
+import { cudaAttention } from '../cuda/attention.js';
+import { writeCpuOutput } from '../cuda/common.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
@@ -16,6 +18,15 @@ export interface AttentionOptions {
   causal?: boolean;
   /** Scale of the scores. Default `1/√headDim`. */
   scale?: number;
+  /** Write the result here (same shape, dtype and device as `q`) instead of a new tensor. */
+  out?: Tensor;
+  /**
+   * CUDA only (ignored on the CPU): scratch of the decode kernel (one query token), a CUDA `u8` tensor of at least
+   * `attentionDecodeWorkspaceBytes(qHeads, headDim, visible keys)` bytes. By default each call allocates and frees
+   * one through the caching allocator; CUDA-graph captures must pass a persistent one sized for their longest
+   * context instead (the size never decreases with the context length).
+   */
+  workspace?: Tensor<'u8'>;
 }
 
 /**
@@ -27,6 +38,9 @@ export interface AttentionOptions {
  *
  * For query t at position `p = positionOffset + t`: `s_j = scale · q_t · k_j` for keys `j ≤ p` (all j when not
  * causal), `y_t = Σ_j softmax(s)_j · v_j`. Returns `q`'s shape and dtype; float64 math, one rounding.
+ *
+ * On CUDA (all three tensors on `'cuda'`, head dim ≤ 256): one query token per sequence takes the split-KV decode
+ * kernel, longer query blocks the flash-style prefill kernel; both compute in float32 with one rounding.
  */
 export function attention<D extends FloatDType>(
   q: Tensor<D>,
@@ -95,6 +109,10 @@ export function attention<D extends FloatDType>(
     );
   }
   const scale = checkPositive(op, 'scale', options.scale ?? 1 / Math.sqrt(headDim));
+  if (commonDevice(op, { q, k, v }) === 'cuda') {
+    const params = { batch, qLen, kvLen, qHeads, kvHeads, headDim, positionOffset: offset, causal, scale };
+    return cudaAttention(q, k as Tensor<D>, v as Tensor<D>, params, options.out, options.workspace);
+  }
   const group = qHeads / kvHeads;
   const qs = readFloats(q);
   const ks = readFloats(k);
@@ -131,5 +149,5 @@ export function attention<D extends FloatDType>(
       }
     }
   }
-  return fromFloats(out, q.shape, q.dtype);
+  return writeCpuOutput(op, fromFloats(out, q.shape, q.dtype), options.out);
 }

@@ -1,9 +1,20 @@
-import { checkDim, checkFloat, checkRank, checkSameDtype, checkShape } from '../check.js';
+import {
+  checkDim,
+  checkFloat,
+  checkPositive,
+  checkRank,
+  checkSameDtype,
+  checkShape,
+  commonDevice,
+} from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaLinear, cudaRmsnormLinear } from '../cuda/linear.js';
 import type { FloatDType } from '../dtype.js';
 import { fromFloats, readFloats } from '../io.js';
 import { leadingSize } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import { type Activation, activationFn } from './activations.js';
+import { DEFAULT_RMS_EPS, rmsnorm } from './rmsnorm.js';
 
 /** Options of {@link linear}. */
 export interface LinearOptions<D extends FloatDType> {
@@ -11,6 +22,8 @@ export interface LinearOptions<D extends FloatDType> {
   bias?: Tensor<NoInfer<D>>;
   /** Epilogue applied to every output element. Default `'none'`. */
   activation?: Activation;
+  /** Write the result here (shape `[..., out]`, dtype and device of `x`) instead of a new tensor. */
+  out?: Tensor;
 }
 
 /**
@@ -56,7 +69,8 @@ export function matmulRowsByWeightRows(
  * Linear layer with HF / PyTorch weight layout: `y = act(x · Wᵀ + bias)`.
  *
  * `x` is `[..., in]`, `weight` is `[out, in]` (one row per output feature, as `nn.Linear` stores it), `bias` is
- * `[out]`; all one dtype. Returns `[..., out]` in that dtype. Float64 accumulation, one rounding.
+ * `[out]`; all one dtype. Returns `[..., out]` in that dtype. Float64 accumulation, one rounding. On CUDA
+ * (fp32 accumulation): streaming GEMV kernels up to 8 rows, a tiled tensor-core GEMM (SIMT for f32) above.
  */
 export function linear<D extends FloatDType>(
   x: Tensor<D>,
@@ -72,16 +86,71 @@ export function linear<D extends FloatDType>(
   const n = x.shape[x.rank - 1]!;
   checkDim(op, 'weight', weight, 1, n, 'the in-features of weight must equal the last axis of x');
   const outFeatures = weight.shape[0]!;
-  let bias: Float32Array | undefined;
   if (options.bias !== undefined) {
     checkFloat(op, 'bias', options.bias);
     checkSameDtype(op, 'bias', options.bias, x, 'x');
     checkShape(op, 'bias', options.bias, [outFeatures], 'one bias per output feature');
-    bias = readFloats(options.bias);
   }
-  const act = activationFn(options.activation ?? 'none', op);
+  const activation = options.activation ?? 'none';
+  const act = activationFn(activation, op);
+  if (commonDevice(op, { x, weight, bias: options.bias }) === 'cuda') {
+    return cudaLinear(x, weight, options.bias, activation, options.out);
+  }
+  const bias = options.bias === undefined ? undefined : readFloats(options.bias);
   const rows = leadingSize(x.shape);
   const out = new Float32Array(rows * outFeatures);
   matmulRowsByWeightRows(readFloats(x), rows, readFloats(weight), outFeatures, n, out, { bias, act });
-  return fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype);
+  return writeCpuOutput(op, fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype), options.out);
+}
+
+/** Options of {@link rmsnormLinear}. */
+export interface RmsnormLinearOptions {
+  /** Added to the mean square before the square root. Default `1e-6` (Qwen3's `rms_norm_eps`). */
+  eps?: number;
+  /** Write the result here (shape `[..., out]`, dtype and device of `x`) instead of a new tensor. */
+  out?: Tensor;
+}
+
+/** Largest row count the fused CUDA kernel serves; more rows run `rmsnorm` then `linear`. */
+const RMSNORM_LINEAR_FUSED_MAX_ROWS = 64;
+
+/**
+ * RMSNorm followed by a bias-free linear layer, the pattern in front of Qwen3's QKV and gate/up projections:
+ *
+ * `h = rmsnorm(x, normWeight, eps)` (`h[r, k] = x[r, k] / sqrt(mean(x[r, :]²) + eps) · normWeight[k]`, rounded to
+ * the dtype), then `y[r, o] = Σ_k h[r, k] · weight[o, k]`.
+ *
+ * Defined as `linear(rmsnorm(x, normWeight, { eps }), weight)` in sequence: the normalised activations are
+ * rounded to the dtype in between, exactly as two separate ops would hand them over. `x` is `[..., in]`,
+ * `normWeight` `[in]`, `weight` `[out, in]`, all one dtype; returns `[..., out]`. On CUDA, up to 64 rows run one
+ * fused kernel (each block normalises its rows in shared memory); more rows run the two ops.
+ */
+export function rmsnormLinear<D extends FloatDType>(
+  x: Tensor<D>,
+  normWeight: Tensor<NoInfer<D>>,
+  weight: Tensor<NoInfer<D>>,
+  options: RmsnormLinearOptions = {},
+): Tensor<D> {
+  const op = 'rmsnormLinear';
+  checkFloat(op, 'x', x);
+  checkRank(op, 'x', x, { min: 1 });
+  const n = x.shape[x.rank - 1]!;
+  checkFloat(op, 'normWeight', normWeight);
+  checkSameDtype(op, 'normWeight', normWeight, x, 'x');
+  checkShape(op, 'normWeight', normWeight, [n], 'one weight per element of the last axis of x');
+  checkFloat(op, 'weight', weight);
+  checkSameDtype(op, 'weight', weight, x, 'x');
+  checkRank(op, 'weight', weight, 2, 'weight is [out, in]');
+  checkDim(op, 'weight', weight, 1, n, 'the in-features of weight must equal the last axis of x');
+  const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
+  const device = commonDevice(op, { x, normWeight, weight });
+  if (device === 'cuda' && leadingSize(x.shape) <= RMSNORM_LINEAR_FUSED_MAX_ROWS) {
+    return cudaRmsnormLinear(x, normWeight, weight, eps, options.out);
+  }
+  const h = rmsnorm(x, normWeight, { eps });
+  try {
+    return linear(h, weight, { out: options.out });
+  } finally {
+    if (device === 'cuda') h.dispose();
+  }
 }

@@ -1,4 +1,15 @@
-import { checkDtype, checkFloat, checkPositiveInt, checkRank, checkSameDtype, checkShape } from '../check.js';
+import {
+  checkDtype,
+  checkFloat,
+  checkPositiveInt,
+  checkRank,
+  checkSameDtype,
+  checkShape,
+  commonDevice,
+  requireCpu,
+} from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaLinearInt4, cudaLinearInt8, cudaQuantizeInt4, cudaQuantizeInt8 } from '../cuda/linear.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
@@ -77,10 +88,15 @@ function checkWeightMatrix(op: string, weight: unknown): asserts weight is Tenso
   checkRank(op, 'weight', weight, 2, 'weight is [out, in]');
 }
 
-/** Quantizes `weight` (`[out, in]`) to INT8 per output channel: `scale = max|row| / 127`, `q = round(w / scale)`. */
+/**
+ * Quantizes `weight` (`[out, in]`) to INT8 per output channel: `scale = max|row| / 127`, `q = round(w / scale)`.
+ * A CUDA weight gives a CUDA {@link Int8Weight}, bit for bit this result (a non-finite row, which throws here,
+ * gets a NaN scale and zero codes there: the kernel cannot throw).
+ */
 export function quantizeInt8(weight: Tensor<FloatDType>): Int8Weight {
   const op = 'quantizeInt8';
   checkWeightMatrix(op, weight);
+  if (commonDevice(op, { weight }) === 'cuda') return cudaQuantizeInt8(weight);
   const [outFeatures, n] = weight.shape as [number, number];
   const w = readFloats(weight);
   const q = new Int8Array(w.length);
@@ -117,6 +133,7 @@ function checkInt8Weight(op: string, qw: Int8Weight): [number, number] {
 /** `qweight · scales` back to floats of `dtype` (default f32), `[out, in]`. */
 export function dequantizeInt8<D extends FloatDType = 'f32'>(qw: Int8Weight, dtype?: D): Tensor<D> {
   const [outFeatures, n] = checkInt8Weight('dequantizeInt8', qw);
+  requireCpu('dequantizeInt8', { qweight: qw.qweight, scales: qw.scales });
   const q = qw.qweight.data;
   const s = qw.scales.data;
   const out = new Float32Array(q.length);
@@ -131,7 +148,7 @@ export function dequantizeInt8<D extends FloatDType = 'f32'>(qw: Int8Weight, dty
 export function linearInt8<D extends FloatDType>(
   x: Tensor<D>,
   weight: Int8Weight,
-  options: { bias?: Tensor<NoInfer<D>> } = {},
+  options: QuantLinearOptions<D> = {},
 ): Tensor<D> {
   const op = 'linearInt8';
   checkFloat(op, 'x', x);
@@ -145,7 +162,13 @@ export function linearInt8<D extends FloatDType>(
       got: formatShape(x.shape),
     });
   }
-  const bias = readBias(op, x, options.bias, outFeatures);
+  checkBias(op, x, options.bias, outFeatures);
+  if (
+    commonDevice(op, { x, qweight: weight.qweight, scales: weight.scales, bias: options.bias }) === 'cuda'
+  ) {
+    return cudaLinearInt8(x, weight, options.bias, options.out);
+  }
+  const bias = options.bias === undefined ? undefined : readFloats(options.bias);
   const rows = leadingSize(x.shape);
   const out = new Float32Array(rows * outFeatures);
   matmulRowsByWeightRows(readFloats(x), rows, weight.qweight.data, outFeatures, n, out, {
@@ -153,26 +176,34 @@ export function linearInt8<D extends FloatDType>(
     scale: weight.scales.data,
     act: (v) => v,
   });
-  return fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype);
+  return writeCpuOutput(op, fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype), options.out);
 }
 
-function readBias<D extends FloatDType>(
+/** Options of {@link linearInt8} and {@link linearInt4}. */
+export interface QuantLinearOptions<D extends FloatDType> {
+  /** `[out]` in `x`'s dtype, added after the scales. */
+  bias?: Tensor<NoInfer<D>>;
+  /** Write the result here (shape `[..., out]`, dtype and device of `x`) instead of a new tensor. */
+  out?: Tensor;
+}
+
+function checkBias<D extends FloatDType>(
   op: string,
   x: Tensor<D>,
   bias: Tensor<D> | undefined,
   outFeatures: number,
-) {
-  if (bias === undefined) return undefined;
+): void {
+  if (bias === undefined) return;
   checkFloat(op, 'bias', bias);
   checkSameDtype(op, 'bias', bias, x, 'x');
   checkShape(op, 'bias', bias, [outFeatures], 'one bias per output feature');
-  return readFloats(bias);
 }
 
 /**
  * Quantizes `weight` (`[out, in]`) to INT4 in groups of `groupSize` (default 128) along `in`:
  * `scale = max|group| / 7`, `q = clamp(round(w / scale), −7, 7)`, packed as described on {@link Int4Weight}.
- * `in` must be a multiple of `groupSize`, and `groupSize` even.
+ * `in` must be a multiple of `groupSize`, and `groupSize` even. A CUDA weight gives a CUDA {@link Int4Weight},
+ * bit for bit this result (a non-finite group gets a NaN scale and zero codes there instead of throwing).
  */
 export function quantizeInt4(weight: Tensor<FloatDType>, options: { groupSize?: number } = {}): Int4Weight {
   const op = 'quantizeInt4';
@@ -189,6 +220,7 @@ export function quantizeInt4(weight: Tensor<FloatDType>, options: { groupSize?: 
       got: formatShape(weight.shape),
     });
   }
+  if (commonDevice(op, { weight }) === 'cuda') return cudaQuantizeInt4(weight, groupSize);
   const groups = n / groupSize;
   const w = readFloats(weight);
   const q = new Int8Array(w.length);
@@ -240,6 +272,8 @@ function checkInt4Weight(op: string, qw: Int4Weight): [number, number, number] {
 
 /** Unpacks and rescales an INT4 weight to floats of `dtype` (default f32), `[out, in]`. */
 export function dequantizeInt4<D extends FloatDType = 'f32'>(qw: Int4Weight, dtype?: D): Tensor<D> {
+  checkInt4Weight('dequantizeInt4', qw);
+  requireCpu('dequantizeInt4', { qweight: qw.qweight, scales: qw.scales });
   return fromFloats(
     dequantizeInt4ToF64('dequantizeInt4', qw),
     [qw.qweight.shape[0]!, qw.qweight.shape[1]! * 2],
@@ -268,7 +302,7 @@ function dequantizeInt4ToF64(op: string, qw: Int4Weight): Float64Array {
 export function linearInt4<D extends FloatDType>(
   x: Tensor<D>,
   weight: Int4Weight,
-  options: { bias?: Tensor<NoInfer<D>> } = {},
+  options: QuantLinearOptions<D> = {},
 ): Tensor<D> {
   const op = 'linearInt4';
   checkFloat(op, 'x', x);
@@ -282,10 +316,16 @@ export function linearInt4<D extends FloatDType>(
       got: formatShape(x.shape),
     });
   }
-  const bias = readBias(op, x, options.bias, outFeatures);
+  checkBias(op, x, options.bias, outFeatures);
+  if (
+    commonDevice(op, { x, qweight: weight.qweight, scales: weight.scales, bias: options.bias }) === 'cuda'
+  ) {
+    return cudaLinearInt4(x, weight, options.bias, options.out);
+  }
+  const bias = options.bias === undefined ? undefined : readFloats(options.bias);
   const rows = leadingSize(x.shape);
   const out = new Float32Array(rows * outFeatures);
   const w = dequantizeInt4ToF64(op, weight);
   matmulRowsByWeightRows(readFloats(x), rows, w, outFeatures, n, out, { bias, act: (v) => v });
-  return fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype);
+  return writeCpuOutput(op, fromFloats(out, [...x.shape.slice(0, -1), outFeatures], x.dtype), options.out);
 }

@@ -1,16 +1,22 @@
 import {
+  checkDim,
   checkDtype,
   checkFinite,
   checkFloat,
   checkNonNegativeInt,
   checkPositive,
   checkRank,
+  checkSameDtype,
+  commonDevice,
 } from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaQkNormRope, cudaRope } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
 import { formatShape } from '../shape.js';
 import { Tensor } from '../tensor.js';
+import { DEFAULT_RMS_EPS } from './rmsnorm.js';
 
 /** Options of {@link rope}. */
 export interface RopeOptions {
@@ -18,6 +24,14 @@ export interface RopeOptions {
   positions: ArrayLike<number> | Tensor<'i32'>;
   /** Base of the frequencies. Default `1_000_000` (Qwen3's `rope_theta`). */
   theta?: number;
+  /** Write the result here (same shape, dtype and device as `x`) instead of a new tensor. */
+  out?: Tensor;
+}
+
+/** Options of {@link qkNormRope}: those of {@link rope} plus the RMSNorm epsilon. */
+export interface QkNormRopeOptions extends RopeOptions {
+  /** Added to the mean square before the square root. Default `1e-6` (Qwen3's `rms_norm_eps`). */
+  eps?: number;
 }
 
 /** Qwen3's default `rope_theta`. */
@@ -54,6 +68,65 @@ export function ropeInvFreq(headDim: number, theta: number): Float32Array {
 export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): Tensor<D> {
   const op = 'rope';
   checkFloat(op, 'x', x);
+  const [tokens, heads, headDim] = checkRopeShape(op, x);
+  const theta = checkPositive(op, 'theta', options?.theta ?? DEFAULT_ROPE_THETA);
+  if (commonDevice(op, { x }) === 'cuda') {
+    return cudaRope(x, ropePositions(op, options?.positions, tokens, 'cuda'), theta, options.out);
+  }
+  const positions = ropePositions(op, options?.positions, tokens, 'cpu');
+  const out = new Float32Array(x.size);
+  rotateHalf(readFloats(x), tokens, heads, headDim, positions, ropeInvFreq(headDim, theta), out);
+  return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
+}
+
+/**
+ * Qwen3's QK-norm followed by RoPE, the two steps every query and key head takes before attention, fused:
+ *
+ * `v = x · weight / sqrt(mean(x², head) + eps)` per head (as {@link qkNorm}), then `y = rope(v)` (as
+ * {@link rope}): for pair `i < headDim/2` at position p, `angle = fround(p · invFreq[i])`,
+ * `y[i] = v[i]·cos(angle) − v[i + headDim/2]·sin(angle)`, `y[i + headDim/2] = v[i + headDim/2]·cos(angle) + v[i]·sin(angle)`.
+ *
+ * `x` is `[tokens, heads, headDim]` (headDim even), `weight` is `[headDim]` of `x`'s dtype, shared by all heads.
+ * The reference computes the norm and the rotation in float64 and rounds once; HF rounds the normalised head to
+ * the model dtype before rotating (and rounds cos/sin and each product), a difference inside the bf16 tolerance.
+ */
+export function qkNormRope<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Tensor<NoInfer<D>>,
+  options: QkNormRopeOptions,
+): Tensor<D> {
+  const op = 'qkNormRope';
+  checkFloat(op, 'x', x);
+  const [tokens, heads, headDim] = checkRopeShape(op, x);
+  checkFloat(op, 'weight', weight);
+  checkSameDtype(op, 'weight', weight, x, 'x');
+  checkRank(op, 'weight', weight, 1, 'weight is [headDim], shared by all heads');
+  checkDim(op, 'weight', weight, 0, headDim, 'one weight per element of a head (headDim)');
+  const theta = checkPositive(op, 'theta', options?.theta ?? DEFAULT_ROPE_THETA);
+  const eps = checkPositive(op, 'eps', options?.eps ?? DEFAULT_RMS_EPS);
+  if (commonDevice(op, { x, weight }) === 'cuda') {
+    const positions = ropePositions(op, options?.positions, tokens, 'cuda');
+    return cudaQkNormRope(x, weight, positions, theta, eps, options.out);
+  }
+  const positions = ropePositions(op, options?.positions, tokens, 'cpu');
+  const src = readFloats(x);
+  const w = readFloats(weight);
+  // float64 per-head RMSNorm, then the rotation from the unrounded values.
+  const normed = new Float64Array(x.size);
+  for (let row = 0; row < tokens * heads; row++) {
+    const base = row * headDim;
+    let sumSq = 0;
+    for (let i = 0; i < headDim; i++) sumSq += src[base + i]! * src[base + i]!;
+    const inv = 1 / Math.sqrt(sumSq / headDim + eps);
+    for (let i = 0; i < headDim; i++) normed[base + i] = src[base + i]! * inv * w[i]!;
+  }
+  const out = new Float64Array(x.size);
+  rotateHalf(normed, tokens, heads, headDim, positions, ropeInvFreq(headDim, theta), out);
+  return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
+}
+
+/** Checks that `x` is `[tokens, heads, headDim]` with an even headDim and returns the three extents. */
+function checkRopeShape(op: string, x: Tensor): [number, number, number] {
   checkRank(op, 'x', x, 3, 'x is [tokens, heads, headDim]');
   const [tokens, heads, headDim] = x.shape as [number, number, number];
   if (headDim % 2 !== 0) {
@@ -64,30 +137,74 @@ export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): 
       got: formatShape(x.shape),
     });
   }
-  const theta = checkPositive(op, 'theta', options.theta ?? DEFAULT_ROPE_THETA);
-  const raw = options.positions;
+  return [tokens, heads, headDim];
+}
+
+/**
+ * The positions of `tokens` tokens, checked: non-negative integers, one per token. For the CUDA path they must
+ * also fit in i32 and come back as an Int32Array to upload, or as the i32 CUDA tensor itself, whose values the
+ * caller vouches for (they are not read back).
+ */
+function ropePositions(
+  op: string,
+  raw: RopeOptions['positions'] | undefined,
+  tokens: number,
+  device: 'cpu',
+): ArrayLike<number>;
+function ropePositions(
+  op: string,
+  raw: RopeOptions['positions'] | undefined,
+  tokens: number,
+  device: 'cuda',
+): Int32Array | Tensor<'i32'>;
+function ropePositions(
+  op: string,
+  raw: RopeOptions['positions'] | undefined,
+  tokens: number,
+  device: 'cpu' | 'cuda',
+): ArrayLike<number> | Tensor<'i32'> {
   if (raw === undefined || raw === null)
     throw new QkValueError(op, 'positions', 'is required: one position per token.');
   if (raw instanceof Tensor) checkDtype(op, 'positions', raw, ['i32'] as const);
-  const positions = raw instanceof Tensor ? raw.toArray() : raw;
-  if (positions.length !== tokens) {
+  const length = raw instanceof Tensor ? raw.size : raw.length;
+  if (length !== tokens) {
     throw new QkShapeError({
       op,
       arg: 'positions',
       expected: `${tokens} positions (one per token of x)`,
-      got: `${positions.length}`,
+      got: `${length}`,
     });
   }
+  if (device === 'cuda' && raw instanceof Tensor && raw.device === 'cuda') return raw;
+  const values = raw instanceof Tensor ? raw.toArray() : raw;
+  for (let t = 0; t < values.length; t++) {
+    const p = checkFinite(op, 'positions', values[t]);
+    if (!Number.isInteger(p) || p < 0)
+      throw new QkValueError(op, 'positions', `must hold non-negative integers, got ${p} at index ${t}.`);
+    if (device === 'cuda' && p > 0x7fffffff)
+      throw new QkValueError(op, 'positions', `must fit in i32 on "cuda", got ${p} at index ${t}.`);
+  }
+  return device === 'cuda' ? Int32Array.from(values) : values;
+}
+
+/**
+ * Rotate-half RoPE of `src` (`[tokens, heads, headDim]`) into `out`: cos/sin of the float32 angles and the
+ * products in float64.
+ */
+function rotateHalf(
+  src: ArrayLike<number>,
+  tokens: number,
+  heads: number,
+  headDim: number,
+  positions: ArrayLike<number>,
+  invFreq: Float32Array,
+  out: Float32Array | Float64Array,
+): void {
   const half = headDim / 2;
-  const invFreq = ropeInvFreq(headDim, theta);
-  const src = readFloats(x);
-  const out = new Float32Array(x.size);
   const cos = new Float64Array(half);
   const sin = new Float64Array(half);
   for (let t = 0; t < tokens; t++) {
-    const p = checkFinite(op, 'positions', positions[t]);
-    if (!Number.isInteger(p) || p < 0)
-      throw new QkValueError(op, 'positions', `must hold non-negative integers, got ${p} at index ${t}.`);
+    const p = positions[t]!;
     for (let i = 0; i < half; i++) {
       const angle = Math.fround(p * invFreq[i]!);
       cos[i] = Math.cos(angle);
@@ -103,5 +220,4 @@ export function rope<D extends FloatDType>(x: Tensor<D>, options: RopeOptions): 
       }
     }
   }
-  return fromFloats(out, x.shape, x.dtype);
 }

@@ -1,4 +1,6 @@
-import { checkFinite, checkFloat, checkRank } from '../check.js';
+import { checkFinite, checkFloat, checkRank, commonDevice } from '../check.js';
+import { writeCpuOutput } from '../cuda/common.js';
+import { cudaArgmax, cudaSample } from '../cuda/sampling.js';
 import { QkValueError } from '../errors.js';
 import { readFloats } from '../io.js';
 import { Rng } from '../random.js';
@@ -6,19 +8,21 @@ import { Tensor } from '../tensor.js';
 
 /**
  * Index of the largest element of each row (last axis), as `i32` of shape `x.shape[:-1]`. Ties go to the lowest
- * index; NaN counts as larger than everything (the first NaN wins), matching `torch.argmax`.
+ * index; NaN counts as larger than everything (the first NaN wins), matching `torch.argmax`. `out` (an `i32`
+ * tensor of that shape on `x`'s device) receives the result instead of a new tensor.
  */
-export function argmax(x: Tensor): Tensor<'i32'> {
+export function argmax(x: Tensor, options: { out?: Tensor } = {}): Tensor<'i32'> {
   const op = 'argmax';
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });
   const n = x.shape[x.rank - 1]!;
   if (n === 0) throw new QkValueError(op, 'x', 'has an empty last axis: there is no maximum to find.');
+  if (commonDevice(op, { x }) === 'cuda') return cudaArgmax(x, options.out);
   const src = readFloats(x);
   const rows = x.size / n;
   const out = new Int32Array(rows);
   for (let r = 0; r < rows; r++) out[r] = argmaxRow(src, r * n, n);
-  return Tensor.fromStorage(out, x.shape.slice(0, -1), 'i32');
+  return writeCpuOutput(op, Tensor.fromStorage(out, x.shape.slice(0, -1), 'i32'), options.out);
 }
 
 function argmaxRow(src: Float32Array, base: number, n: number): number {
@@ -48,6 +52,20 @@ export interface SampleOptions {
   seed?: number | bigint;
   /** Continue this generator's stream: one uniform draw per row. */
   rng?: Rng;
+  /** Write the ids here (an `i32` tensor of shape `logits.shape[:-1]` on `logits`' device). */
+  out?: Tensor;
+  /**
+   * CUDA only (ignored on the CPU): scratch of the sampling kernels, a CUDA `u8` tensor of at least
+   * `sampleWorkspaceBytes(rows, vocab)` bytes. By default each call allocates and frees one through the caching
+   * allocator; CUDA-graph captures must pass a persistent one.
+   */
+  workspace?: Tensor<'u8'>;
+  /**
+   * CUDA only: read the ids back after the launch and throw `QkValueError` for a row the kernel refused (NaN or
+   * +∞ logits, or everything −∞), which it marks with id −1. Default true; false keeps the call asynchronous (for
+   * CUDA-graph capture), and a refused row then yields −1.
+   */
+  checkIds?: boolean;
 }
 
 /**
@@ -58,6 +76,11 @@ export interface SampleOptions {
  * (at least one token); then draw `u ~ U[0, 1)` and return the first candidate whose cumulative renormalised
  * probability exceeds `u`. `temperature = 0` returns the argmax without drawing. NaN or +∞ logits, and rows
  * masked entirely (all −∞), are refused.
+ *
+ * On CUDA the uniforms come from the same stream, one per row in row order (drawn before the launch, so a
+ * refused call still advances `rng`), and the kernel selects by the same rule without sorting: its cumulative
+ * sums are exact fixed-point sums of float64 weights, so a drawn id can differ from the CPU's only when `u` falls
+ * within ~1e-12 of a candidate boundary.
  */
 export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32'> {
   const op = 'sample';
@@ -73,6 +96,16 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
   if (!(topP > 0 && topP <= 1)) throw new QkValueError(op, 'topP', `must lie in (0, 1], got ${topP}.`);
   const vocab = logits.shape[logits.rank - 1]!;
   if (vocab === 0) throw new QkValueError(op, 'logits', 'has an empty vocabulary axis.');
+  if (commonDevice(op, { logits }) === 'cuda') {
+    let uniforms: Float64Array | null = null;
+    if (temperature > 0) {
+      const rng = options.rng ?? new Rng(options.seed ?? 0);
+      uniforms = new Float64Array(logits.size / vocab);
+      for (let r = 0; r < uniforms.length; r++) uniforms[r] = rng.nextFloat();
+    }
+    const params = { temperature, topK, topP, uniforms, checkIds: options.checkIds ?? true };
+    return cudaSample(logits, params, options.out, options.workspace);
+  }
   const src = readFloats(logits);
   for (let i = 0; i < src.length; i++) {
     const v = src[i]!;
@@ -93,7 +126,7 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
         throw new QkValueError(op, 'logits', `row ${r} is entirely -Infinity: every token is masked.`);
       }
     }
-    return Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32');
+    return writeCpuOutput(op, Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32'), options.out);
   }
   const rng = options.rng ?? new Rng(options.seed ?? 0);
   const order = new Int32Array(vocab);
@@ -138,5 +171,5 @@ export function sample(logits: Tensor, options: SampleOptions = {}): Tensor<'i32
     }
     out[r] = chosen;
   }
-  return Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32');
+  return writeCpuOutput(op, Tensor.fromStorage(out, logits.shape.slice(0, -1), 'i32'), options.out);
 }

@@ -22,6 +22,9 @@ export type ToleranceOp =
   | 'rmsnorm'
   | 'fusedAddRmsnorm'
   | 'qkNorm'
+  | 'qkNormRope'
+  | 'rmsnormEager'
+  | 'swigluEager'
   | 'rope'
   | 'silu'
   | 'gelu'
@@ -33,7 +36,12 @@ export type ToleranceOp =
   | 'softmax'
   | 'attention'
   | 'linearInt8'
-  | 'linearInt4';
+  | 'linearInt4'
+  | 'rmsnormLinear'
+  | 'quantizeInt8'
+  | 'quantizeInt4'
+  | 'argmax'
+  | 'sample';
 
 const elementwise: Record<FloatDType, Tolerance> = {
   f32: { rtol: 1e-6, atol: 1e-5 },
@@ -47,23 +55,45 @@ const reduction: Record<FloatDType, Tolerance> = {
   bf16: { rtol: 1e-2, atol: 1e-1 },
 };
 
+/**
+ * Dot products of thousands of terms in float32 (the GPU) against float64 (the reference): the float32 error
+ * grows with K and is measured relative to a result that cancellation can make small (a single output of
+ * N = 1 has no other elements to average over), so f32 needs more relative room than other reductions.
+ */
+const dot: Record<FloatDType, Tolerance> = {
+  f32: { rtol: 1e-4, atol: 1e-4 },
+  f16: reduction.f16,
+  bf16: reduction.bf16,
+};
+
 export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType, Tolerance>>>> =
   Object.freeze({
     rmsnorm: reduction,
     fusedAddRmsnorm: reduction,
     qkNorm: reduction,
+    qkNormRope: reduction,
+    rmsnormEager: reduction,
+    // The eager SwiGLU rounds silu(gate) to the dtype before the product: two roundings.
+    swigluEager: reduction,
     rope: elementwise,
     silu: elementwise,
     gelu: elementwise,
     swiglu: elementwise,
     add: elementwise,
     mul: elementwise,
-    linear: reduction,
+    linear: dot,
     embedding: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     softmax: reduction,
     attention: reduction,
-    linearInt8: reduction,
-    linearInt4: reduction,
+    linearInt8: dot,
+    linearInt4: dot,
+    rmsnormLinear: dot,
+    // The quantizers must reproduce the reference's codes and scales bit for bit.
+    quantizeInt8: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    quantizeInt4: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    // Token ids: exact (sampling's verify cases check ids against the reference's probability intervals).
+    argmax: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    sample: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
   });
 
 /** The tolerance for `op` at `dtype`. */

@@ -15,6 +15,8 @@ import type { VerifyCase, VerifyRow } from './types.js';
 export interface VerifyOptions {
   /** Only cases whose op name matches (substring or RegExp). */
   filter?: string | RegExp;
+  /** Only cases with one of these shape tags (odd, edge, qwen3-0.6b, qwen3-8b). */
+  tags?: readonly VerifyCase['tag'][];
   /** Base seed; each case derives its own. Default: a fresh random seed per run. */
   seed?: number;
   /** Called after each case, for streaming output. */
@@ -48,7 +50,9 @@ function matches(op: string, filter: VerifyOptions['filter']): boolean {
 /** Runs the sweep (or `options.cases`). GPU cases are reported as skipped, never passed, without a usable GPU. */
 export function runVerify(options: VerifyOptions = {}): VerifyReport {
   const seed = options.seed ?? Math.floor(Math.random() * 2 ** 31);
-  const cases = (options.cases ?? ALL_CASES).filter((c) => matches(c.op, options.filter));
+  const cases = (options.cases ?? ALL_CASES).filter(
+    (c) => matches(c.op, options.filter) && (options.tags === undefined || options.tags.includes(c.tag)),
+  );
   const status = cudaStatus();
   const rows: VerifyRow[] = [];
   cases.forEach((c, i) => {

@@ -89,8 +89,10 @@ export const RUNTIME_CHECKS: readonly RuntimeCheck[] = [
     run() {
       const before = cudaMemoryStats().allocatedBytes;
       const t = Tensor.empty([1 << 20], 'f32', 'cuda');
-      const view = t.reshape([1024, 1024]).slice(3, 9);
+      const matrix = t.reshape([1024, 1024]);
+      const view = matrix.slice(3, 9);
       t.dispose();
+      matrix.dispose();
       const whileView = cudaMemoryStats().allocatedBytes;
       view.dispose();
       const after = cudaMemoryStats().allocatedBytes;

@@ -1,4 +1,450 @@
-/** Verify cases of the linear family. */
-import type { VerifyCase } from '../types.js';
+/**
+ * Verify cases of the linear family: linear (GEMV for M ≤ 8, tensor-core / SIMT GEMM above), rmsnormLinear,
+ * the quantizers (compared exactly) and the weight-only int8 / int4 linears.
+ *
+ * Weights are uniform with variance 1/K (as a trained layer's are), x is standard normal, so outputs stay O(1)
+ * for every K and the absolute tolerance measures accumulation error rather than bf16's spacing at large values.
+ * The CPU reference runs at well under 1 GFLOP/s, so each case keeps M·N·K near or below 5e8, weights come from a
+ * fast xorshift stream (the 8B lm_head has 6.2e8 of them), and bf16 runs the whole sweep while f16 and f32, which
+ * share every kernel template with it, skip the heaviest multi-row Qwen3-8B cases.
+ */
 
-export const LINEAR_CASES: VerifyCase[] = [];
+import { launch } from '../../cuda/common.js';
+import type { FloatDType } from '../../dtype.js';
+import { fromFloats } from '../../io.js';
+import type { Activation } from '../../ops/activations.js';
+import { linear, rmsnormLinear } from '../../ops/linear.js';
+import {
+  type Int4Weight,
+  type Int8Weight,
+  linearInt4,
+  linearInt8,
+  quantizeInt4,
+  quantizeInt8,
+} from '../../ops/quant.js';
+import { deviceAddress, Tensor } from '../../tensor.js';
+import { closeness } from '../../testing/assert-close.js';
+import { toleranceFor } from '../../testing/tolerances.js';
+import type { VerifyCase } from '../types.js';
+import { ODD_WIDTHS, QWEN3_SHAPES, type QwenShape, VERIFY_DTYPES } from './shapes.js';
+
+const EPS = 1e-6;
+type Tag = VerifyCase['tag'];
+
+interface Dims {
+  m: number;
+  k: number;
+  n: number;
+}
+
+/** One decode-layer projection: its name and `[N = out, K = in]`. */
+interface Layer {
+  name: string;
+  k: number;
+  n: number;
+}
+
+function layers(s: QwenShape): { qkv: Layer[]; o: Layer; gateUp: Layer; down: Layer; lmHead: Layer } {
+  const q = s.heads * s.headDim;
+  const kv = s.kvHeads * s.headDim;
+  return {
+    qkv: [
+      { name: 'q', k: s.hidden, n: q },
+      { name: 'k/v', k: s.hidden, n: kv },
+    ],
+    o: { name: 'o', k: q, n: s.hidden },
+    gateUp: { name: 'gate/up', k: s.hidden, n: s.ffn },
+    down: { name: 'down', k: s.ffn, n: s.hidden },
+    lmHead: { name: 'lm_head', k: s.hidden, n: s.vocab },
+  };
+}
+
+function describe(d: Dims, extra = ''): string {
+  return `M=${d.m} K=${d.k} N=${d.n}${extra}`;
+}
+
+/** x: standard normal `[M, K]`. */
+function input(d: Dims, dtype: FloatDType, seed: number): Tensor<FloatDType> {
+  return Tensor.randn([d.m, d.k], { dtype, seed });
+}
+
+/** `count` uniform values on [low, high) from a seeded xorshift32 stream: ~1 ns each, for the big weights. */
+function uniformValues(count: number, seed: number, low: number, high: number): Float32Array {
+  const out = new Float32Array(count);
+  let state = Math.imul(seed + 1, 0x9e3779b1) >>> 0 || 1;
+  const step = (high - low) / 4294967296;
+  for (let i = 0; i < count; i++) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    out[i] = low + (state >>> 0) * step;
+  }
+  return out;
+}
+
+/** W: uniform on ±√(3/K) (variance 1/K), `[N, K]`. */
+function weight(n: number, k: number, dtype: FloatDType, seed: number): Tensor<FloatDType> {
+  const a = Math.sqrt(3 / Math.max(k, 1));
+  return fromFloats(uniformValues(n * k, seed, -a, a), [n, k], dtype);
+}
+
+/**
+ * Weights for the quantizers: uniform on ±2, with row 0 all zeros (scale 0) and row 1 built from halves so that
+ * every w / scale of it is a tie (x.5) that must round to even: each group leads with qmax (scale exactly 1).
+ */
+function quantWeight(n: number, k: number, dtype: FloatDType, seed: number, group: number, qmax: number) {
+  const v = uniformValues(n * k, seed, -2, 2);
+  if (n >= 2) {
+    v.fill(0, 0, k);
+    for (let j = 0; j < k; j++) {
+      const span = 2 * qmax - 2; // halves in (−qmax + 1, qmax − 1)
+      v[k + j] = j % group === 0 ? qmax : (j % span) - (qmax - 1) + 0.5;
+    }
+  }
+  return fromFloats(v, [n, k], dtype);
+}
+
+function biasFor(n: number, dtype: FloatDType, seed: number): Tensor<FloatDType> {
+  return Tensor.rand([n], { dtype, seed, low: -0.5, high: 0.5 });
+}
+
+function linearCase(
+  dtype: FloatDType,
+  d: Dims,
+  tag: Tag,
+  opts: { activation?: Activation; bias?: boolean; label?: string } = {},
+): VerifyCase {
+  const activation = opts.activation ?? 'none';
+  const extra = `${opts.label ? ` ${opts.label}` : ''}${opts.bias ? ' +bias' : ''}${activation === 'none' ? '' : ` ${activation}`}`;
+  return {
+    op: 'linear',
+    dtype,
+    shape: describe(d, extra),
+    tag,
+    tolerance: toleranceFor('linear', dtype),
+    make(seed) {
+      const x = input(d, dtype, seed);
+      const w = weight(d.n, d.k, dtype, seed + 1);
+      const b = opts.bias ? biasFor(d.n, dtype, seed + 2) : undefined;
+      return {
+        inputs: b === undefined ? [x, w] : [x, w, b],
+        expected: [linear(x, w, { bias: b, activation })],
+        run: ([gx, gw, gb], [out]) =>
+          void linear(gx as Tensor<FloatDType>, gw as Tensor<FloatDType>, {
+            bias: gb as Tensor<FloatDType> | undefined,
+            activation,
+            out,
+          }),
+      };
+    },
+  };
+}
+
+function rmsnormLinearCase(dtype: FloatDType, d: Dims, tag: Tag, label = ''): VerifyCase {
+  return {
+    op: 'rmsnormLinear',
+    dtype,
+    shape: describe(d, label ? ` ${label}` : ''),
+    tag,
+    tolerance: toleranceFor('rmsnormLinear', dtype),
+    make(seed) {
+      const x = input(d, dtype, seed);
+      const g = Tensor.rand([d.k], { dtype, seed: seed + 1, low: 0.5, high: 1.5 });
+      const w = weight(d.n, d.k, dtype, seed + 2);
+      return {
+        inputs: [x, g, w],
+        expected: [rmsnormLinear(x, g, w, { eps: EPS })],
+        run: ([gx, gg, gw], [out]) =>
+          void rmsnormLinear(gx as Tensor<FloatDType>, gg as Tensor<FloatDType>, gw as Tensor<FloatDType>, {
+            eps: EPS,
+            out,
+          }),
+      };
+    },
+  };
+}
+
+/** Copies a CUDA result into the runner's poisoned output (the quantizers allocate their own outputs). */
+function copyInto(dst: Tensor, src: Tensor): void {
+  launch('verify', (b) => b.copyDeviceToDevice(deviceAddress(dst), deviceAddress(src), src.nbytes));
+}
+
+/** Codes and scales must equal the reference bit for bit; the note says where the first difference is. */
+function exactly(
+  actual: Tensor[],
+  expected: Tensor[],
+): { relL2: number; maxAbs: number; pass: boolean; note?: string } {
+  let relL2 = 0;
+  let maxAbs = 0;
+  const notes: string[] = [];
+  actual.forEach((a, i) => {
+    const e = expected[i]!;
+    const m = closeness(a, e);
+    relL2 = Math.max(relL2, m.relL2);
+    maxAbs = Math.max(maxAbs, m.maxAbs);
+    const got = new Uint8Array(a.data.buffer, a.data.byteOffset, a.nbytes);
+    const want = new Uint8Array(e.data.buffer, e.data.byteOffset, e.nbytes);
+    let diffs = 0;
+    let first = -1;
+    for (let j = 0; j < want.length; j++) {
+      if (got[j] !== want[j]) {
+        diffs++;
+        if (first < 0) first = j;
+      }
+    }
+    if (diffs > 0) {
+      const at = Math.floor(first / (e.nbytes / e.size));
+      notes.push(
+        `${i === 0 ? 'qweight' : 'scales'}: ${diffs} bytes differ, first element ${at}: got ${a.toArray()[at]}, expected ${e.toArray()[at]}`,
+      );
+    }
+  });
+  return { relL2, maxAbs, pass: notes.length === 0, ...(notes.length ? { note: notes.join('; ') } : {}) };
+}
+
+function quantizeCase(dtype: FloatDType, n: number, k: number, tag: Tag, groupSize?: number): VerifyCase {
+  const int4 = groupSize !== undefined;
+  const op = int4 ? 'quantizeInt4' : 'quantizeInt8';
+  return {
+    op,
+    dtype,
+    shape: `N=${n} K=${k}${int4 ? ` group=${groupSize}` : ''}`,
+    tag,
+    tolerance: toleranceFor(op, dtype),
+    make(seed) {
+      const w = quantWeight(n, k, dtype, seed, int4 ? (groupSize as number) : k, int4 ? 7 : 127);
+      const ref = int4 ? quantizeInt4(w, { groupSize }) : quantizeInt8(w);
+      return {
+        inputs: [w],
+        expected: [ref.qweight, ref.scales],
+        run: ([gw], [q, s]) => {
+          const got = int4
+            ? quantizeInt4(gw as Tensor<FloatDType>, { groupSize })
+            : quantizeInt8(gw as Tensor<FloatDType>);
+          try {
+            copyInto(q!, got.qweight);
+            copyInto(s!, got.scales);
+          } finally {
+            got.qweight.dispose();
+            got.scales.dispose();
+          }
+        },
+        compare: exactly,
+      };
+    },
+  };
+}
+
+function quantLinearCase(
+  dtype: FloatDType,
+  d: Dims,
+  tag: Tag,
+  opts: { groupSize?: number; bias?: boolean; label?: string } = {},
+): VerifyCase {
+  const int4 = opts.groupSize !== undefined;
+  const op = int4 ? 'linearInt4' : 'linearInt8';
+  const extra = `${int4 ? ` group=${opts.groupSize}` : ''}${opts.label ? ` ${opts.label}` : ''}${opts.bias ? ' +bias' : ''}`;
+  return {
+    op,
+    dtype,
+    shape: describe(d, extra),
+    tag,
+    tolerance: toleranceFor(op, dtype),
+    make(seed) {
+      const x = input(d, dtype, seed);
+      const w = weight(d.n, d.k, dtype, seed + 1);
+      const b = opts.bias ? biasFor(d.n, dtype, seed + 2) : undefined;
+      const qw = int4 ? quantizeInt4(w, { groupSize: opts.groupSize }) : quantizeInt8(w);
+      const expected = int4
+        ? linearInt4(x, qw as Int4Weight, { bias: b })
+        : linearInt8(x, qw as Int8Weight, { bias: b });
+      const inputs: Tensor[] = [x, qw.qweight, qw.scales];
+      if (b !== undefined) inputs.push(b);
+      return {
+        inputs,
+        expected: [expected],
+        run: ([gx, gq, gs, gb], [out]) => {
+          const fx = gx as Tensor<FloatDType>;
+          const fb = gb as Tensor<FloatDType> | undefined;
+          if (int4) {
+            const gw: Int4Weight = {
+              qweight: gq as Tensor<'u8'>,
+              scales: gs as Tensor<'f32'>,
+              groupSize: opts.groupSize as number,
+            };
+            linearInt4(fx, gw, { bias: fb, out });
+          } else {
+            linearInt8(fx, { qweight: gq as Tensor<'i8'>, scales: gs as Tensor<'f32'> }, { bias: fb, out });
+          }
+        },
+      };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The sweep. bf16 runs all of it; f16 and f32 (the same kernel templates on another element type) skip the
+// multi-row cases of the big Qwen3-8B projections and the largest vocab projections, whose CPU reference alone
+// takes tens of seconds (f16 decoding is the slowest).
+// ---------------------------------------------------------------------------------------------------------
+
+const ACTIVATIONS: readonly Activation[] = ['silu', 'gelu', 'gelu_tanh'];
+
+/** Whether `dtype`'s sweep takes this layer beyond M = 1: always for bf16, else below 5e7 weights. */
+function multiRow(dtype: FloatDType, layer: Layer): boolean {
+  return dtype === 'bf16' || layer.n * layer.k < 5e7;
+}
+
+function linearCases(dtype: FloatDType): VerifyCase[] {
+  const cases: VerifyCase[] = [];
+  // Odd K and N: every combination at M = 1 (scalar GEMV when K is not a whole number of 16-byte vectors).
+  for (const k of ODD_WIDTHS)
+    for (const n of ODD_WIDTHS) cases.push(linearCase(dtype, { m: 1, k, n }, 'odd'));
+  // Small M on the GEMV kernels (row chunks of 4 and 8), and the GEMM above the GEMV range.
+  for (const [k, n] of [
+    [7, 111],
+    [989, 7],
+    [111, 989],
+    [4097, 111],
+    [1, 4097],
+  ] as const) {
+    for (const m of [3, 8, 33]) cases.push(linearCase(dtype, { m, k, n }, 'odd'));
+  }
+  // Whole vectors but partial batches, split-K remainders, odd N on the vector path; GEMM edges at M = 9, 129.
+  for (const m of [1, 2, 5, 9, 129]) {
+    cases.push(linearCase(dtype, { m, k: 4104, n: 989 }, 'edge'));
+    cases.push(linearCase(dtype, { m, k: 2056, n: 13 }, 'edge'));
+    cases.push(linearCase(dtype, { m, k: 8, n: 1 }, 'edge'));
+  }
+  cases.push(
+    linearCase(dtype, { m: 1, k: 24584, n: 64 }, 'edge', { label: 'x past the shared-memory stage' }),
+  );
+  cases.push(linearCase(dtype, { m: 8, k: 8192, n: 96 }, 'edge', { label: 'x read through L1' }));
+  cases.push(linearCase(dtype, { m: 3, k: 0, n: 5 }, 'edge', { bias: true, label: 'K=0' }));
+  cases.push(linearCase(dtype, { m: 17, k: 0, n: 5 }, 'edge', { bias: true, label: 'K=0' }));
+  // Epilogues: bias and each activation on the GEMV (M = 1, 4) and GEMM (M = 70) kernels.
+  for (const activation of ACTIVATIONS) {
+    for (const m of [1, 4, 70]) {
+      cases.push(linearCase(dtype, { m, k: 1024, n: 1024 }, 'edge', { activation, bias: true }));
+    }
+    cases.push(linearCase(dtype, { m: 5, k: 111, n: 989 }, 'odd', { activation, bias: true }));
+  }
+  cases.push(linearCase(dtype, { m: 1, k: 1024, n: 3072 }, 'edge', { bias: true }));
+  cases.push(linearCase(dtype, { m: 96, k: 1024, n: 3072 }, 'edge', { bias: true }));
+
+  // Qwen3 decode layers: every projection at M = 1, small M, and GEMM M where the reference stays cheap.
+  for (const s of QWEN3_SHAPES) {
+    const l = layers(s);
+    const all = [...l.qkv, l.o, l.gateUp, l.down];
+    for (const layer of all) cases.push(linearCase(dtype, { m: 1, ...layer }, s.tag, { label: layer.name }));
+    if (s.tag === 'qwen3-0.6b' || dtype !== 'f16') {
+      cases.push(linearCase(dtype, { m: 1, ...l.lmHead }, s.tag, { label: l.lmHead.name }));
+    }
+    for (const layer of all) {
+      if (multiRow(dtype, layer))
+        cases.push(linearCase(dtype, { m: 4, ...layer }, s.tag, { label: layer.name }));
+    }
+    const kv = l.qkv[1]!;
+    if (s.tag === 'qwen3-0.6b') {
+      for (const layer of all) {
+        for (const m of [8, 64, 128])
+          cases.push(linearCase(dtype, { m, ...layer }, s.tag, { label: layer.name }));
+      }
+      cases.push(linearCase(dtype, { m: 333, ...kv }, s.tag, { label: kv.name }));
+    } else {
+      cases.push(linearCase(dtype, { m: 8, ...kv }, s.tag, { label: kv.name }));
+      cases.push(linearCase(dtype, { m: 64, ...kv }, s.tag, { label: kv.name }));
+      if (multiRow(dtype, l.down))
+        cases.push(linearCase(dtype, { m: 8, ...l.down }, s.tag, { label: l.down.name }));
+    }
+  }
+  return cases;
+}
+
+function rmsnormLinearCases(dtype: FloatDType): VerifyCase[] {
+  const cases: VerifyCase[] = [];
+  for (const k of ODD_WIDTHS) {
+    for (const n of [1, 111, 989]) cases.push(rmsnormLinearCase(dtype, { m: 1, k, n }, 'odd'));
+    cases.push(rmsnormLinearCase(dtype, { m: 3, k, n: 111 }, 'odd'));
+    cases.push(rmsnormLinearCase(dtype, { m: 13, k, n: 111 }, 'odd'));
+  }
+  cases.push(rmsnormLinearCase(dtype, { m: 1, k: 24584, n: 64 }, 'edge', 'x past the shared-memory stage'));
+  cases.push(rmsnormLinearCase(dtype, { m: 8, k: 8192, n: 96 }, 'edge', 'x read through L1'));
+  cases.push(rmsnormLinearCase(dtype, { m: 65, k: 1024, n: 96 }, 'edge', 'unfused: rmsnorm then linear'));
+  for (const s of QWEN3_SHAPES) {
+    const l = layers(s);
+    for (const layer of [...l.qkv, l.gateUp]) {
+      cases.push(rmsnormLinearCase(dtype, { m: 1, ...layer }, s.tag, layer.name));
+      if (multiRow(dtype, layer)) cases.push(rmsnormLinearCase(dtype, { m: 4, ...layer }, s.tag, layer.name));
+      if (s.tag === 'qwen3-0.6b')
+        cases.push(rmsnormLinearCase(dtype, { m: 64, ...layer }, s.tag, layer.name));
+    }
+    if (s.tag === 'qwen3-8b') cases.push(rmsnormLinearCase(dtype, { m: 64, ...l.qkv[1]! }, s.tag, 'k/v'));
+  }
+  return cases;
+}
+
+function quantizeCases(dtype: FloatDType): VerifyCase[] {
+  const cases: VerifyCase[] = [];
+  for (const [n, k] of [
+    [1, 1],
+    [7, 111],
+    [989, 4097],
+    [5, 40000],
+  ] as const) {
+    cases.push(quantizeCase(dtype, n, k, 'odd'));
+  }
+  cases.push(quantizeCase(dtype, 5, 6, 'odd', 2));
+  cases.push(quantizeCase(dtype, 7, 4128, 'odd', 48));
+  cases.push(quantizeCase(dtype, 989, 4096, 'odd', 4096));
+  for (const s of QWEN3_SHAPES) {
+    const l = layers(s);
+    cases.push(quantizeCase(dtype, l.qkv[1]!.n, l.qkv[1]!.k, s.tag));
+    cases.push(quantizeCase(dtype, l.o.n, l.o.k, s.tag, 64));
+    for (const layer of [l.gateUp, l.down]) {
+      if (!multiRow(dtype, layer)) continue;
+      cases.push(quantizeCase(dtype, layer.n, layer.k, s.tag));
+      cases.push(quantizeCase(dtype, layer.n, layer.k, s.tag, 128));
+    }
+  }
+  return cases;
+}
+
+function quantLinearCases(dtype: FloatDType): VerifyCase[] {
+  const cases: VerifyCase[] = [];
+  for (const m of [1, 3, 9]) {
+    // int8: scalar (K % 16 ≠ 0) and vector paths; int4: vector (group % 32 = 0) and scalar groups.
+    cases.push(quantLinearCase(dtype, { m, k: 111, n: 7 }, 'odd'));
+    cases.push(quantLinearCase(dtype, { m, k: 4097, n: 989 }, 'odd', { bias: true }));
+    cases.push(quantLinearCase(dtype, { m, k: 1040, n: 13 }, 'odd'));
+    cases.push(quantLinearCase(dtype, { m, k: 96, n: 111 }, 'odd', { groupSize: 32, bias: true }));
+    cases.push(quantLinearCase(dtype, { m, k: 4128, n: 989 }, 'odd', { groupSize: 48 }));
+    cases.push(quantLinearCase(dtype, { m, k: 6, n: 5 }, 'odd', { groupSize: 2 }));
+    cases.push(quantLinearCase(dtype, { m, k: 8192, n: 77 }, 'edge', { groupSize: 128 }));
+  }
+  for (const s of QWEN3_SHAPES) {
+    const l = layers(s);
+    for (const layer of [...l.qkv, l.o, l.gateUp, l.down]) {
+      for (const m of [1, 4]) {
+        if (m > 1 && !multiRow(dtype, layer)) continue;
+        cases.push(quantLinearCase(dtype, { m, ...layer }, s.tag, { label: layer.name }));
+        cases.push(quantLinearCase(dtype, { m, ...layer }, s.tag, { label: layer.name, groupSize: 128 }));
+      }
+    }
+    cases.push(quantLinearCase(dtype, { m: 1, ...l.gateUp }, s.tag, { label: l.gateUp.name, groupSize: 64 }));
+    if (s.tag === 'qwen3-0.6b' && dtype === 'bf16') {
+      cases.push(quantLinearCase(dtype, { m: 1, ...l.lmHead }, s.tag, { label: l.lmHead.name }));
+      cases.push(
+        quantLinearCase(dtype, { m: 1, ...l.lmHead }, s.tag, { label: l.lmHead.name, groupSize: 128 }),
+      );
+    }
+  }
+  return cases;
+}
+
+export const LINEAR_CASES: VerifyCase[] = VERIFY_DTYPES.flatMap((dtype) => [
+  ...linearCases(dtype),
+  ...rmsnormLinearCases(dtype),
+  ...quantizeCases(dtype),
+  ...quantLinearCases(dtype),
+]);

@@ -1,0 +1,580 @@
+// GEMV engine of the linear family: out[M, N] = x[M, K] · W[N, K]ᵀ for decode-sized M, memory-bound on W.
+//
+// Layout of the work: a block of 8 warps owns a few consecutive output rows. With split S (1, 2, 4 or 8, chosen on
+// the host when N alone gives too few warps to keep HBM busy), the 8 warps form 8/S row groups of S warps, each
+// warp streaming one contiguous K-slice of its group's R rows; the S partial sums meet in shared memory and are
+// added in a fixed order (deterministic, no scratch, no atomics). Each lane keeps U·R independent 16-byte weight
+// loads in flight (ld.global.nc, no L1 allocation: W is read once), the first batch issued before x is staged
+// so the staging hides under the load latency. x (optionally RMS-normalised first, for rmsnormLinear) is staged
+// in shared memory in its dtype when the block's rows fit in 48 KB, else read through L1. fp32 accumulation,
+// warp-shuffle reduction, then bias, per-row scale (int8) and the activation epilogue.
+//
+// Weight formats share the kernel: float (bf16/f16/f32 like x), int8 (16 per vector, scale per row) and int4
+// (32 per vector, scale per group of ≥ 32 along K). Shapes the 16-byte path cannot take (K not a whole number of
+// vectors, misaligned pointers, int4 groups not a multiple of 32) run a scalar kernel: one warp per row.
+#include <type_traits>
+
+#include "../common/cuda_check.h"
+#include "../common/numeric.cuh"
+#include "gemm.h"
+#include "gemv.h"
+
+namespace qk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+/**
+ * Staged x per block: with the kernel's static shared memory (≤ 800 bytes) it stays below the 48 KB a launch may
+ * use without opting in, and leaves room for 4 blocks per SM.
+ */
+constexpr size_t kXSmemBudget = 46 * 1024;
+/** Split-K never cuts a warp's K-slice below this many 16-byte vectors (4 per lane). */
+constexpr int kMinSliceVectors = 128;
+/** Split-K aims for at least this many warps per SM over the whole grid. */
+constexpr int kTargetWarpsPerSm = 16;
+
+enum class Kind { Float, Int8, Int4 };
+
+/** 16 raw bytes of W. */
+using Raw = Vec<uint32_t>;
+
+template <Kind K, typename X>
+struct Fmt;
+template <typename X>
+struct Fmt<Kind::Float, X> {
+  static constexpr int kEpv = kVec<X>;  // weights per 16-byte vector
+};
+template <typename X>
+struct Fmt<Kind::Int8, X> {
+  static constexpr int kEpv = 16;
+};
+template <typename X>
+struct Fmt<Kind::Int4, X> {
+  static constexpr int kEpv = 32;
+};
+
+template <typename X>
+struct GemvParams {
+  X* out;
+  const X* x;
+  const void* w;
+  const float* scales;  // int8: [N]; int4: [N, K / group]
+  const X* bias;        // nullptr: none
+  const X* norm_w;      // rmsnormLinear: [K]
+  int m;
+  int k;
+  int n;
+  int group;  // int4 group size
+  int split;  // S: warps per row group
+  float eps;
+};
+
+/** The 16 raw bytes of W as floats (int formats: the integer q, scales applied later). */
+template <Kind K, typename X>
+__device__ __forceinline__ void dequant(const Raw& r, float* f) {
+  if constexpr (K == Kind::Int8) {
+    // Bias each byte to unsigned (q + 128), splice it into the mantissa of 2^23 and subtract: exact, no I2F.
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint32_t u = r.v[i] ^ 0x80808080u;
+#pragma unroll
+      for (int b = 0; b < 4; b++) f[4 * i + b] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440 + b)) - 8388736.f;
+    }
+  } else if constexpr (K == Kind::Int4) {
+    // Nibble j of word i is element 8i + j (low nibble = even k); stored q + 8.
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+#pragma unroll
+      for (int j = 0; j < 8; j++) f[8 * i + j] = __uint_as_float(0x4B000000u | ((r.v[i] >> (4 * j)) & 0xFu)) - 8388616.f;
+    }
+  } else if constexpr (std::is_same_v<X, float>) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[i] = __uint_as_float(r.v[i]);
+  } else if constexpr (std::is_same_v<X, __half>) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&r.v[i]));
+      f[2 * i] = h.x;
+      f[2 * i + 1] = h.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = __uint_as_float(r.v[i] << 16);
+      f[2 * i + 1] = __uint_as_float(r.v[i] & 0xFFFF0000u);
+    }
+  }
+}
+
+/** One weight as a float, for the scalar path (int4 includes its group scale, int8 not). */
+template <Kind K, typename X>
+__device__ __forceinline__ float weight_at(const GemvParams<X>& p, int64_t row, int k) {
+  if constexpr (K == Kind::Int8) {
+    return static_cast<float>(static_cast<const int8_t*>(p.w)[row * p.k + k]);
+  } else if constexpr (K == Kind::Int4) {
+    const uint8_t byte = static_cast<const uint8_t*>(p.w)[row * (p.k / 2) + (k >> 1)];
+    const int q = static_cast<int>((k & 1) ? (byte >> 4) : (byte & 0xF)) - 8;
+    return static_cast<float>(q) * p.scales[row * (p.k / p.group) + k / p.group];
+  } else {
+    return to_float(static_cast<const X*>(p.w)[row * p.k + k]);
+  }
+}
+
+/** x[m_abs, k .. k+V) from global memory, RMS-normalised and rounded to X when kNorm (as the rmsnorm kernel). */
+template <typename X, bool kNorm>
+__device__ __forceinline__ Vec<X> x_vec_global(const GemvParams<X>& p, int m_abs, int k, float inv) {
+  Vec<X> v = load_vec(p.x + static_cast<size_t>(m_abs) * p.k + k);
+  if constexpr (kNorm) {
+    const Vec<X> w = load_vec(p.norm_w + k);
+#pragma unroll
+    for (int j = 0; j < kVec<X>; j++) v.v[j] = from_float<X>(to_float(v.v[j]) * inv * to_float(w.v[j]));
+  }
+  return v;
+}
+
+/** inv_s[m] = rsqrt(mean(x[m0 + m]²) + eps) for the block's rows (fp32 sums, as the rmsnorm kernel). */
+template <typename X, int MT, bool kVecX>
+__device__ __forceinline__ void block_inv_rms(const GemvParams<X>& p, int m0, int mc, float (*ss_s)[MT],
+                                              float* inv_s) {
+  float ss[MT];
+#pragma unroll
+  for (int m = 0; m < MT; m++) ss[m] = 0.f;
+  const X* x = p.x + static_cast<size_t>(m0) * p.k;
+  if constexpr (kVecX) {
+    constexpr int V = kVec<X>;
+    const int nv = p.k / V;
+    for (int i = threadIdx.x; i < nv; i += kThreads) {
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        if (m < mc) {
+          const Vec<X> v = load_vec(x + static_cast<size_t>(m) * p.k + i * V);
+#pragma unroll
+          for (int j = 0; j < V; j++) {
+            const float f = to_float(v.v[j]);
+            ss[m] += f * f;
+          }
+        }
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < p.k; i += kThreads) {
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        if (m < mc) {
+          const float f = to_float(x[static_cast<size_t>(m) * p.k + i]);
+          ss[m] += f * f;
+        }
+      }
+    }
+  }
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < MT; m++) ss[m] = warp_sum(ss[m]);
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < MT; m++) ss_s[warp][m] = ss[m];
+  }
+  __syncthreads();
+  if (threadIdx.x < MT) {
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) total += ss_s[w][threadIdx.x];
+    inv_s[threadIdx.x] = rsqrtf(total / static_cast<float>(p.k) + p.eps);
+  }
+  __syncthreads();
+}
+
+/** Epilogue of one output: per-row scale (int8), bias, activation, one rounding. */
+template <Kind K, typename X, Activation A>
+__device__ __forceinline__ void store_out(const GemvParams<X>& p, int m0, int mc, int m, int64_t row, float v) {
+  if (m >= mc || row >= p.n) return;
+  if constexpr (K == Kind::Int8) v *= p.scales[row];
+  if (p.bias != nullptr) v += to_float(p.bias[row]);
+  p.out[static_cast<size_t>(m0 + m) * p.n + row] = from_float<X>(activate<A>(v));
+}
+
+/**
+ * Blocks per SM the register allocation must allow: 3 (≤ 85 registers) for the plain M = 1 kernel, 2 (≤ 128) with
+ * an activation or M > 1; 2 and 1 where x is read through L1 (more live addresses), 1 for int4 weights with f32
+ * x at M > 4 (32 dequantised weights against 8 rows of fp32 x). Pinned so that ptxas does not trade spills for
+ * occupancy.
+ */
+template <Kind K, typename X, int MT, bool kXSmem, Activation A>
+constexpr int kMinBlocks = (K == Kind::Int4 && MT == 8 && sizeof(X) == 4) ? 1
+                           : kXSmem ? (MT == 1 && A == Activation::None ? 3 : 2)
+                                    : (MT == 1 ? 2 : 1);
+
+/**
+ * The 16-byte path. Block: 8 warps = (8 / S) row groups × S K-slices; a group owns R consecutive rows; blockIdx.z
+ * picks the chunk of MT x rows. Requires K % kEpv == 0 and 16-byte aligned x, W (and norm_w).
+ */
+template <Kind K, typename X, int MT, int R, int U, Activation A, bool kNorm, bool kXSmem>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gemv_vec_kernel(const GemvParams<X> p) {
+  constexpr int EPV = Fmt<K, X>::kEpv;
+  constexpr int XV = kVec<X>;
+  constexpr int XPV = EPV / XV;  // x vectors per weight vector
+  extern __shared__ __align__(16) unsigned char gemv_smem[];
+  X* xs = reinterpret_cast<X*>(gemv_smem);  // [MT][K] when kXSmem
+  __shared__ float red[kWarps][MT][R];
+  __shared__ float ss_s[kWarps][MT];
+  __shared__ float inv_s[MT];
+
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int S = p.split;
+  const int groups = kWarps / S;
+  const int group = warp / S;
+  const int slice = warp - group * S;
+  const int64_t rows_per_tile = static_cast<int64_t>(groups) * R;
+  const int64_t tiles = (static_cast<int64_t>(p.n) + rows_per_tile - 1) / rows_per_tile;
+  const int m0 = static_cast<int>(blockIdx.z) * MT;
+  const int mc = min(MT, p.m - m0);
+  const int KV = p.k / EPV;
+  const int chunk = ((KV + S - 1) / S + 31) & ~31;
+  const int begin = min(KV, slice * chunk);
+  const int end = min(KV, begin + chunk);
+
+  // The block walks tiles of rows_per_tile rows (grid-stride): x is staged once per block, not once per tile.
+  int64_t tile = blockIdx.x;
+  int64_t row0 = 0;
+  const Raw* wrow[R];
+  const float* srow[R];
+  bool rvalid[R];
+  auto set_rows = [&](int64_t t) {
+    row0 = t * rows_per_tile + static_cast<int64_t>(group) * R;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      const int64_t row = row0 + r;
+      rvalid[r] = row < p.n;
+      const int64_t safe = rvalid[r] ? row : 0;
+      wrow[r] = static_cast<const Raw*>(p.w) + safe * KV;
+      srow[r] = K == Kind::Int4 ? p.scales + safe * (p.k / p.group) : nullptr;
+    }
+  };
+  set_rows(tile);
+
+  Raw raw[R][U];
+  auto load_batch = [&](int base) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int idx = base + u * 32 + lane;
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        if (idx < end && rvalid[r]) {
+          raw[r][u] = load_vec_stream(reinterpret_cast<const uint32_t*>(wrow[r] + idx));
+        } else {
+          raw[r][u] = Raw{};
+        }
+      }
+    }
+  };
+  // The first batch of W goes out before x is staged: the staging runs under its latency.
+  if (begin < end) load_batch(begin);
+
+  if constexpr (kNorm) block_inv_rms<X, MT, true>(p, m0, mc, ss_s, inv_s);
+  if constexpr (kXSmem) {
+    const int nv = p.k / XV;
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      for (int j = threadIdx.x; j < nv; j += kThreads) {
+        Vec<X> v{};
+        if (m < mc) v = x_vec_global<X, kNorm>(p, m0 + m, j * XV, kNorm ? inv_s[m] : 0.f);
+        store_vec(xs + static_cast<size_t>(m) * p.k + j * XV, v);  // rows past M are zeros
+      }
+    }
+    __syncthreads();
+  }
+  float inv[MT];
+#pragma unroll
+  for (int m = 0; m < MT; m++) inv[m] = (kNorm && !kXSmem) ? inv_s[m < mc ? m : 0] : 0.f;
+
+  for (; tile < tiles; tile += gridDim.x) {
+    // raw holds this tile's first batch (loaded before the staging, or under the previous tile's reduction).
+    float acc[MT][R];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int r = 0; r < R; r++) acc[m][r] = 0.f;
+
+    for (int base = begin; base < end; base += 32 * U) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int idx = base + u * 32 + lane;
+        if (idx < end) {
+          const int k0 = idx * EPV;
+          float wf[R][EPV];
+#pragma unroll
+          for (int r = 0; r < R; r++) dequant<K, X>(raw[r][u], wf[r]);
+          float gscale[R];
+          if constexpr (K == Kind::Int4) {
+#pragma unroll
+            for (int r = 0; r < R; r++) gscale[r] = __ldg(srow[r] + k0 / p.group);
+          }
+#pragma unroll
+          for (int m = 0; m < MT; m++) {
+            if (kXSmem || m < mc) {
+              float part[R];
+#pragma unroll
+              for (int r = 0; r < R; r++) part[r] = 0.f;
+#pragma unroll
+              for (int c = 0; c < XPV; c++) {
+                Vec<X> xv;
+                if constexpr (kXSmem) {
+                  xv = load_vec(xs + static_cast<size_t>(m) * p.k + k0 + c * XV);
+                } else {
+                  xv = x_vec_global<X, kNorm>(p, m0 + m, k0 + c * XV, inv[m]);
+                }
+#pragma unroll
+                for (int j = 0; j < XV; j++) {
+                  const float xf = to_float(xv.v[j]);
+#pragma unroll
+                  for (int r = 0; r < R; r++) part[r] = fmaf(wf[r][c * XV + j], xf, part[r]);
+                }
+              }
+#pragma unroll
+              for (int r = 0; r < R; r++) {
+                if constexpr (K == Kind::Int4) {
+                  acc[m][r] = fmaf(part[r], gscale[r], acc[m][r]);
+                } else {
+                  acc[m][r] += part[r];
+                }
+              }
+            }
+          }
+        }
+      }
+      if (base + 32 * U < end) load_batch(base + 32 * U);
+    }
+
+    // The next tile's first batch goes out before this tile's reduction and stores.
+    const int64_t tile_row0 = row0;
+    if (tile + gridDim.x < tiles) {
+      set_rows(tile + gridDim.x);
+      if (begin < end) load_batch(begin);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int r = 0; r < R; r++) acc[m][r] = warp_sum(acc[m][r]);
+
+    if (S == 1) {
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+          if (lane == m * R + r) store_out<K, X, A>(p, m0, mc, m, tile_row0 + r, acc[m][r]);
+    } else {
+      if (lane == 0) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int r = 0; r < R; r++) red[warp][m][r] = acc[m][r];
+      }
+      __syncthreads();
+      // Slices are added in slice order: the result does not depend on which warp finished first.
+      for (int i = threadIdx.x; i < groups * MT * R; i += kThreads) {
+        const int g = i / (MT * R);
+        const int mr = i - g * MT * R;
+        const int m = mr / R;
+        const int r = mr - m * R;
+        float v = 0.f;
+        for (int s = 0; s < S; s++) v += red[g * S + s][m][r];
+        store_out<K, X, A>(p, m0, mc, m, tile * rows_per_tile + static_cast<int64_t>(g) * R + r, v);
+      }
+      __syncthreads();  // red is rewritten by the next tile
+    }
+  }
+}
+
+/** Scalar path for any K and alignment: one warp per output row, lanes stride along K. */
+template <Kind K, typename X, int MT, Activation A, bool kNorm>
+__global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const GemvParams<X> p) {
+  __shared__ float ss_s[kWarps][MT];
+  __shared__ float inv_s[MT];
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int m0 = static_cast<int>(blockIdx.z) * MT;
+  const int mc = min(MT, p.m - m0);
+  if constexpr (kNorm) block_inv_rms<X, MT, false>(p, m0, mc, ss_s, inv_s);
+  float acc[MT];
+#pragma unroll
+  for (int m = 0; m < MT; m++) acc[m] = 0.f;
+  if (row < p.n) {
+#pragma unroll 2
+    for (int k = lane; k < p.k; k += 32) {
+      const float w = weight_at<K, X>(p, row, k);
+      const float nw = kNorm ? to_float(p.norm_w[k]) : 1.f;
+#pragma unroll
+      for (int m = 0; m < MT; m++) {
+        if (m < mc) {
+          float xv = to_float(p.x[static_cast<size_t>(m0 + m) * p.k + k]);
+          if constexpr (kNorm) xv = to_float(from_float<X>(xv * inv_s[m] * nw));
+          acc[m] = fmaf(w, xv, acc[m]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; m++) acc[m] = warp_sum(acc[m]);
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+    if (lane == m) store_out<K, X, A>(p, m0, mc, m, row, acc[m]);
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+/** Multiprocessors of the current device (queried once; the process drives one device). */
+cudaError_t sm_count(int* out) {
+  static int cached = 0;
+  if (cached == 0) {
+    int dev = 0;
+    int sms = 0;
+    QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
+    QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cached = sms > 0 ? sms : 1;
+  }
+  *out = cached;
+  return cudaSuccess;
+}
+
+template <Kind K, typename X, int MT, Activation A, bool kNorm>
+cudaError_t run_vec(GemvParams<X> p, int sms, cudaStream_t stream) {
+  // Float weights share each staged x vector between two rows once M ≥ 4 (halves shared-memory traffic);
+  // quantized weights dequantise 16–32 values per vector and keep one row per warp to stay within registers.
+  constexpr int R = (K == Kind::Float && MT >= 4) ? 2 : 1;
+  // 8 loads of 16 bytes in flight per lane; 4 for quantized weights at M > 1, where up to 32 dequantised values
+  // and the accumulators leave no room for more within 128 registers.
+  constexpr int U = (K != Kind::Float && MT > 1) ? 4 : 8 / R;
+  const int KV = p.k / Fmt<K, X>::kEpv;
+  const int64_t row_groups = (static_cast<int64_t>(p.n) + R - 1) / R;
+  // Split K across the warps of a block while N alone leaves the GPU short of warps and slices stay long.
+  int S = 1;
+  while (S < kWarps && row_groups * S < static_cast<int64_t>(sms) * kTargetWarpsPerSm &&
+         KV / (2 * S) >= kMinSliceVectors)
+    S *= 2;
+  p.split = S;
+  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / S) * R;
+  const int64_t tiles = (p.n + rows_per_tile - 1) / rows_per_tile;
+  const size_t xs_bytes = static_cast<size_t>(MT) * p.k * sizeof(X);
+  const bool staged = xs_bytes <= kXSmemBudget;
+  // About four blocks' worth of tiles per resident block slot: x staging amortised, tails of one tile.
+  const int64_t resident =
+      static_cast<int64_t>(sms) * (staged ? kMinBlocks<K, X, MT, true, A> : kMinBlocks<K, X, MT, false, A>);
+  const int64_t blocks = tiles < 4 * resident ? tiles : 4 * resident;
+  const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>((p.m + MT - 1) / MT));
+  if (staged) {
+    gemv_vec_kernel<K, X, MT, R, U, A, kNorm, true><<<grid, kThreads, xs_bytes, stream>>>(p);
+  } else {
+    gemv_vec_kernel<K, X, MT, R, U, A, kNorm, false><<<grid, kThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+template <Kind K, typename X, Activation A, bool kNorm>
+cudaError_t run_gemv(const GemvParams<X>& p, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  constexpr int EPV = Fmt<K, X>::kEpv;
+  const bool vec = p.k > 0 && p.k % EPV == 0 && aligned16(p.x) && aligned16(p.w) &&
+                   (!kNorm || aligned16(p.norm_w)) && (K != Kind::Int4 || p.group % 32 == 0);
+  if (!vec) {
+    const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(p.n) + kWarps - 1) / kWarps);
+    if (p.m == 1) {
+      gemv_scalar_kernel<K, X, 1, A, kNorm><<<dim3(blocks, 1, 1), kThreads, 0, stream>>>(p);
+    } else {
+      const dim3 grid(blocks, 1, static_cast<unsigned>((p.m + 7) / 8));
+      gemv_scalar_kernel<K, X, 8, A, kNorm><<<grid, kThreads, 0, stream>>>(p);
+    }
+    return cudaGetLastError();
+  }
+  int sms = 0;
+  QK_RETURN_IF_ERROR(sm_count(&sms));
+  if (p.m == 1) return run_vec<K, X, 1, A, kNorm>(p, sms, stream);
+  if (p.m <= 4) return run_vec<K, X, 4, A, kNorm>(p, sms, stream);
+  return run_vec<K, X, 8, A, kNorm>(p, sms, stream);
+}
+
+/** The GEMV limits: extents in int, and M in at most 65535 chunks of 8 rows. */
+bool gemv_extents_ok(int64_t m, int64_t k, int64_t n) {
+  return m >= 0 && k >= 0 && n >= 0 && m <= 65535LL * 8 && k <= INT32_MAX && n <= INT32_MAX;
+}
+
+template <typename X>
+GemvParams<X> make_params(void* out, const void* x, const void* w, const void* bias, int64_t m, int64_t k,
+                          int64_t n) {
+  GemvParams<X> p{};
+  p.out = static_cast<X*>(out);
+  p.x = static_cast<const X*>(x);
+  p.w = w;
+  p.bias = static_cast<const X*>(bias);
+  p.m = static_cast<int>(m);
+  p.k = static_cast<int>(k);
+  p.n = static_cast<int>(n);
+  p.group = 1;
+  p.split = 1;
+  return p;
+}
+
+}  // namespace
+
+cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (a.m < 0 || a.k < 0 || a.n < 0 || a.m > INT32_MAX || a.k > INT32_MAX || a.n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a.m > kGemvMaxM) {
+    GemmArgs g{};
+    g.dtype = a.dtype;
+    g.out = a.out;
+    g.a = a.x;
+    g.b = a.weight;
+    g.bias = a.bias;
+    g.m = a.m;
+    g.n = a.n;
+    g.k = a.k;
+    g.act = a.act;
+    return launch_gemm(g, stream);
+  }
+  QK_DISPATCH_FLOAT(a.dtype, T, {
+    const GemvParams<T> p = make_params<T>(a.out, a.x, a.weight, a.bias, a.m, a.k, a.n);
+    switch (a.act) {
+      case Activation::None: return run_gemv<Kind::Float, T, Activation::None, false>(p, stream);
+      case Activation::Silu: return run_gemv<Kind::Float, T, Activation::Silu, false>(p, stream);
+      case Activation::Gelu: return run_gemv<Kind::Float, T, Activation::Gelu, false>(p, stream);
+      case Activation::GeluTanh: return run_gemv<Kind::Float, T, Activation::GeluTanh, false>(p, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  });
+  return cudaSuccess;
+}
+
+cudaError_t launch_rmsnorm_linear(const RmsnormLinearArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (!gemv_extents_ok(a.m, a.k, a.n)) return cudaErrorInvalidValue;
+  QK_DISPATCH_FLOAT(a.dtype, T, {
+    GemvParams<T> p = make_params<T>(a.out, a.x, a.weight, nullptr, a.m, a.k, a.n);
+    p.norm_w = static_cast<const T*>(a.norm_weight);
+    p.eps = a.eps;
+    return run_gemv<Kind::Float, T, Activation::None, true>(p, stream);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t launch_gemv_quant(const QuantGemvArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (!gemv_extents_ok(a.m, a.k, a.n)) return cudaErrorInvalidValue;
+  if (a.format == QuantFormat::Int4 &&
+      (a.group <= 0 || a.group % 2 != 0 || a.k % a.group != 0 || a.group > INT32_MAX))
+    return cudaErrorInvalidValue;
+  QK_DISPATCH_FLOAT(a.dtype, T, {
+    GemvParams<T> p = make_params<T>(a.out, a.x, a.qweight, a.bias, a.m, a.k, a.n);
+    p.scales = a.scales;
+    if (a.format == QuantFormat::Int8) return run_gemv<Kind::Int8, T, Activation::None, false>(p, stream);
+    p.group = static_cast<int>(a.group);
+    return run_gemv<Kind::Int4, T, Activation::None, false>(p, stream);
+  });
+  return cudaSuccess;
+}
+
+}  // namespace qk

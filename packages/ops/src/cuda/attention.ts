@@ -1,0 +1,126 @@
+/**
+ * CUDA paths of attention (kernels: packages/cuda-core/csrc/kernels/attention_decode.cu, attention_prefill.cu).
+ *
+ * One query token (`qLen` 1) takes the split-KV decode kernel, which needs float32 scratch: by default a CUDA u8
+ * tensor of `attentionDecodeWorkspaceBytes` is allocated per call and disposed as soon as the launch is queued
+ * (the caching allocator hands that block only to later work on the same stream, which runs after it). CUDA-graph
+ * users must pass their own persistent `workspace` instead, sized for the longest context they capture (the size is
+ * non-decreasing in the context length). Longer query blocks take the flash-style prefill kernel (no scratch).
+ * A leading batch axis runs the kernels once per batch element on views of the same buffers.
+ */
+import { checkTensor } from '../check.js';
+import { DTYPES, type FloatDType } from '../dtype.js';
+import { QkDeviceError, QkDtypeError, QkValueError } from '../errors.js';
+import { Tensor } from '../tensor.js';
+import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
+
+/** Largest head dimension the CUDA attention kernels accept. */
+export const CUDA_ATTENTION_MAX_HEAD_DIM = 256;
+
+/** The sizes `attention` validated, handed to the CUDA path. */
+export interface CudaAttentionParams {
+  batch: number;
+  qLen: number;
+  kvLen: number;
+  qHeads: number;
+  kvHeads: number;
+  headDim: number;
+  positionOffset: number;
+  causal: boolean;
+  scale: number;
+}
+
+export function cudaAttention<D extends FloatDType>(
+  q: Tensor<D>,
+  k: Tensor<D>,
+  v: Tensor<D>,
+  p: CudaAttentionParams,
+  out?: Tensor,
+  workspace?: Tensor,
+): Tensor<D> {
+  const op = 'attention';
+  const y = cudaOutput(op, out, q.shape, q.dtype);
+  if (q.size === 0) return y;
+  if (p.headDim > CUDA_ATTENTION_MAX_HEAD_DIM) {
+    throw new QkValueError(
+      op,
+      'q',
+      `has head dimension ${p.headDim}; the CUDA kernels support up to ${CUDA_ATTENTION_MAX_HEAD_DIM} (use the CPU).`,
+    );
+  }
+  const bytes = DTYPES[q.dtype].bytes;
+  const qStride = BigInt(p.qLen * p.qHeads * p.headDim * bytes);
+  const kvStride = BigInt(p.kvLen * p.kvHeads * p.headDim * bytes);
+  const code = dtypeCode(q.dtype);
+  const [yp, qp, kp, vp] = [ptr(y), ptr(q), ptr(k), ptr(v)];
+  if (p.qLen === 1) {
+    // The query at position positionOffset sees keys 0..positionOffset (causal), or all of them.
+    const visible = p.causal ? p.positionOffset + 1 : p.kvLen;
+    launch(op, (b) => {
+      const needed = b.attentionDecodeWorkspaceBytes(p.qHeads, p.headDim, visible);
+      const ws = workspace ?? Tensor.empty([needed], 'u8', 'cuda');
+      try {
+        if (workspace !== undefined) checkWorkspace(op, workspace, needed);
+        for (let i = 0; i < p.batch; i++) {
+          const at = BigInt(i);
+          b.attentionDecode(
+            code,
+            yp + at * qStride,
+            qp + at * qStride,
+            kp + at * kvStride,
+            vp + at * kvStride,
+            visible,
+            p.qHeads,
+            p.kvHeads,
+            p.headDim,
+            p.scale,
+            ptr(ws),
+            ws.nbytes,
+          );
+        }
+      } finally {
+        if (ws !== workspace) ws.dispose();
+      }
+    });
+    return y;
+  }
+  launch(op, (b) => {
+    for (let i = 0; i < p.batch; i++) {
+      const at = BigInt(i);
+      b.attentionPrefill(
+        code,
+        yp + at * qStride,
+        qp + at * qStride,
+        kp + at * kvStride,
+        vp + at * kvStride,
+        p.qLen,
+        p.kvLen,
+        p.qHeads,
+        p.kvHeads,
+        p.headDim,
+        p.causal ? p.positionOffset : 0,
+        p.causal,
+        p.scale,
+      );
+    }
+  });
+  return y;
+}
+
+/** A caller's scratch tensor: a CUDA u8 tensor of at least `needed` bytes. */
+export function checkWorkspace(op: string, workspace: Tensor, needed: number): void {
+  checkTensor(op, 'workspace', workspace);
+  if (workspace.device !== 'cuda') {
+    throw new QkDeviceError('argument "workspace" must be a CUDA tensor like the inputs.', op);
+  }
+  if (workspace.dtype !== 'u8') {
+    throw new QkDtypeError({ op, arg: 'workspace', expected: 'u8', got: workspace.dtype });
+  }
+  if (workspace.nbytes < needed) {
+    throw new QkValueError(
+      op,
+      'workspace',
+      `holds ${workspace.nbytes} bytes but these sizes need ${needed}: allocate it for the largest call.`,
+    );
+  }
+}

@@ -1,0 +1,164 @@
+/** CUDA paths of the linear family (kernels: packages/cuda-core/csrc/kernels/gemv.cu, gemm.cu, quant.cu). */
+import type { ActivationCode } from '@qk/cuda-core';
+import type { FloatDType } from '../dtype.js';
+import type { Activation } from '../ops/activations.js';
+import type { Int4Weight, Int8Weight } from '../ops/quant.js';
+import { leadingSize } from '../shape.js';
+import { Tensor } from '../tensor.js';
+import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
+
+const ACTIVATION_CODES: Readonly<Record<Activation, ActivationCode>> = {
+  none: 0,
+  silu: 1,
+  gelu: 2,
+  gelu_tanh: 3,
+};
+
+function outShape(x: Tensor, outFeatures: number): number[] {
+  return [...x.shape.slice(0, -1), outFeatures];
+}
+
+export function cudaLinear<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Tensor<D>,
+  bias: Tensor<D> | undefined,
+  activation: Activation,
+  out?: Tensor,
+): Tensor<D> {
+  const op = 'linear';
+  const [n, k] = weight.shape as [number, number];
+  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  launch(op, (b) =>
+    b.linear(
+      dtypeCode(x.dtype),
+      ptr(y),
+      ptr(x),
+      ptr(weight),
+      bias === undefined ? 0n : ptr(bias),
+      leadingSize(x.shape),
+      k,
+      n,
+      ACTIVATION_CODES[activation],
+    ),
+  );
+  return y;
+}
+
+export function cudaRmsnormLinear<D extends FloatDType>(
+  x: Tensor<D>,
+  normWeight: Tensor<D>,
+  weight: Tensor<D>,
+  eps: number,
+  out?: Tensor,
+): Tensor<D> {
+  const op = 'rmsnormLinear';
+  const [n, k] = weight.shape as [number, number];
+  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  launch(op, (b) =>
+    b.rmsnormLinear(
+      dtypeCode(x.dtype),
+      ptr(y),
+      ptr(x),
+      ptr(normWeight),
+      ptr(weight),
+      leadingSize(x.shape),
+      k,
+      n,
+      eps,
+    ),
+  );
+  return y;
+}
+
+/** Allocates the outputs of a quantize kernel and runs it; the outputs are released if the launch fails. */
+function quantizeInto<W>(outputs: Tensor[], run: () => void, result: () => W): W {
+  try {
+    run();
+  } catch (e) {
+    for (const t of outputs) t.dispose();
+    throw e;
+  }
+  return result();
+}
+
+export function cudaQuantizeInt8(weight: Tensor<FloatDType>): Int8Weight {
+  const op = 'quantizeInt8';
+  const [n, k] = weight.shape as [number, number];
+  const qweight = Tensor.empty([n, k], 'i8', 'cuda');
+  const scales = Tensor.empty([n], 'f32', 'cuda');
+  return quantizeInto(
+    [qweight, scales],
+    () =>
+      launch(op, (b) =>
+        b.quantizeInt8(dtypeCode(weight.dtype), ptr(qweight), ptr(scales), ptr(weight), n, k),
+      ),
+    () => ({ qweight, scales }),
+  );
+}
+
+export function cudaQuantizeInt4(weight: Tensor<FloatDType>, groupSize: number): Int4Weight {
+  const op = 'quantizeInt4';
+  const [n, k] = weight.shape as [number, number];
+  const qweight = Tensor.empty([n, k / 2], 'u8', 'cuda');
+  const scales = Tensor.empty([n, k / groupSize], 'f32', 'cuda');
+  return quantizeInto(
+    [qweight, scales],
+    () =>
+      launch(op, (b) =>
+        b.quantizeInt4(dtypeCode(weight.dtype), ptr(qweight), ptr(scales), ptr(weight), n, k, groupSize),
+      ),
+    () => ({ qweight, scales, groupSize }),
+  );
+}
+
+export function cudaLinearInt8<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Int8Weight,
+  bias: Tensor<D> | undefined,
+  out?: Tensor,
+): Tensor<D> {
+  const op = 'linearInt8';
+  const [n, k] = weight.qweight.shape as [number, number];
+  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  launch(op, (b) =>
+    b.linearInt8(
+      dtypeCode(x.dtype),
+      ptr(y),
+      ptr(x),
+      ptr(weight.qweight),
+      ptr(weight.scales),
+      bias === undefined ? 0n : ptr(bias),
+      leadingSize(x.shape),
+      k,
+      n,
+    ),
+  );
+  return y;
+}
+
+export function cudaLinearInt4<D extends FloatDType>(
+  x: Tensor<D>,
+  weight: Int4Weight,
+  bias: Tensor<D> | undefined,
+  out?: Tensor,
+): Tensor<D> {
+  const op = 'linearInt4';
+  const n = weight.qweight.shape[0]!;
+  const k = weight.qweight.shape[1]! * 2;
+  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  launch(op, (b) =>
+    b.linearInt4(
+      dtypeCode(x.dtype),
+      ptr(y),
+      ptr(x),
+      ptr(weight.qweight),
+      ptr(weight.scales),
+      bias === undefined ? 0n : ptr(bias),
+      leadingSize(x.shape),
+      k,
+      n,
+      weight.groupSize,
+    ),
+  );
+  return y;
+}

@@ -1,0 +1,18 @@
+// tsup.config.ts
+import { defineConfig } from 'tsup';
+
+var tsup_config_default = defineConfig({
+  entry: { index: 'src/index.ts', testing: 'src/testing/index.ts', verify: 'src/verify/index.ts' },
+  format: ['esm', 'cjs'],
+  dts: true,
+  sourcemap: true,
+  clean: true,
+  target: 'node20',
+  splitting: true,
+  treeshake: true,
+  shims: true,
+  external: ['@qk/cuda-core'],
+});
+
+export { tsup_config_default as default };
+//# sourceMappingURL=data:application/json;base64,ewogICJ2ZXJzaW9uIjogMywKICAic291cmNlcyI6IFsidHN1cC5jb25maWcudHMiXSwKICAic291cmNlc0NvbnRlbnQiOiBbImNvbnN0IF9faW5qZWN0ZWRfZmlsZW5hbWVfXyA9IFwiL3dvcmsvbWFpbi9wYWNrYWdlcy9vcHMvdHN1cC5jb25maWcudHNcIjtjb25zdCBfX2luamVjdGVkX2Rpcm5hbWVfXyA9IFwiL3dvcmsvbWFpbi9wYWNrYWdlcy9vcHNcIjtjb25zdCBfX2luamVjdGVkX2ltcG9ydF9tZXRhX3VybF9fID0gXCJmaWxlOi8vL3dvcmsvbWFpbi9wYWNrYWdlcy9vcHMvdHN1cC5jb25maWcudHNcIjtpbXBvcnQgeyBkZWZpbmVDb25maWcgfSBmcm9tICd0c3VwJztcblxuZXhwb3J0IGRlZmF1bHQgZGVmaW5lQ29uZmlnKHtcbiAgZW50cnk6IHsgaW5kZXg6ICdzcmMvaW5kZXgudHMnLCB0ZXN0aW5nOiAnc3JjL3Rlc3RpbmcvaW5kZXgudHMnLCB2ZXJpZnk6ICdzcmMvdmVyaWZ5L2luZGV4LnRzJyB9LFxuICBmb3JtYXQ6IFsnZXNtJywgJ2NqcyddLFxuICBkdHM6IHRydWUsXG4gIHNvdXJjZW1hcDogdHJ1ZSxcbiAgY2xlYW46IHRydWUsXG4gIHRhcmdldDogJ25vZGUyMCcsXG4gIHNwbGl0dGluZzogdHJ1ZSxcbiAgdHJlZXNoYWtlOiB0cnVlLFxuICBzaGltczogdHJ1ZSxcbiAgZXh0ZXJuYWw6IFsnQHFrL2N1ZGEtY29yZSddLFxufSk7XG4iXSwKICAibWFwcGluZ3MiOiAiO0FBQW1OLFNBQVMsb0JBQW9CO0FBRWhQLElBQU8sc0JBQVEsYUFBYTtBQUFBLEVBQzFCLE9BQU8sRUFBRSxPQUFPLGdCQUFnQixTQUFTLHdCQUF3QixRQUFRLHNCQUFzQjtBQUFBLEVBQy9GLFFBQVEsQ0FBQyxPQUFPLEtBQUs7QUFBQSxFQUNyQixLQUFLO0FBQUEsRUFDTCxXQUFXO0FBQUEsRUFDWCxPQUFPO0FBQUEsRUFDUCxRQUFRO0FBQUEsRUFDUixXQUFXO0FBQUEsRUFDWCxXQUFXO0FBQUEsRUFDWCxPQUFPO0FBQUEsRUFDUCxVQUFVLENBQUMsZUFBZTtBQUM1QixDQUFDOyIsCiAgIm5hbWVzIjogW10KfQo=
