@@ -3,7 +3,7 @@
 // succeeds and says, in one sentence, that the GPU backend was not built. QK_CUDA_REQUIRED=1 turns that into a
 // failure (CI sets it, so a compile error or a missing toolkit cannot pass unnoticed).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -54,6 +54,9 @@ if (result.status !== 0) {
   console.error(`@qk/cuda-core: the native build failed (full log: ${join(pkgDir, 'build', 'build.log')}).`);
   process.exit(1);
 }
+// Keep the compiler's register/spill report across incremental builds (scripts/resource-report.mjs reads it).
+const ptxas = log.split('\n').filter((l) => l.startsWith('ptxas info') || /bytes stack frame/.test(l));
+if (ptxas.length > 0) appendFileSync(join(pkgDir, 'build', 'ptxas.log'), `${ptxas.join('\n')}\n`);
 console.log(
   `@qk/cuda-core: built build/Release/qk_cuda.node with ${nvcc} in ${((Date.now() - started) / 1000).toFixed(0)} s.`,
 );

@@ -1,13 +1,20 @@
 #!/usr/bin/env node
 // The compiler's register / spill / shared-memory report for every kernel, read from the ptxas output that the
 // native build keeps in build/build.log (the build passes -Xptxas=-v). Prints a Markdown table.
-// Usage: node scripts/resource-report.mjs [--filter NAME] [--arch sm_90a]
+// Usage: node scripts/resource-report.mjs [--log FILE] [--filter NAME] [--arch sm_90a]
+// The default log is build/ptxas.log, to which every native build appends the ptxas lines of what it compiled
+// (a later entry for a kernel replaces an earlier one).
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const log = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'build.log'), 'utf8');
+const logAt = process.argv.indexOf('--log');
+const logPath =
+  logAt >= 0
+    ? process.argv[logAt + 1]
+    : join(dirname(fileURLToPath(import.meta.url)), '..', 'build', 'ptxas.log');
+const log = readFileSync(logPath, 'utf8');
 const filterAt = process.argv.indexOf('--filter');
 const filter = filterAt >= 0 ? process.argv[filterAt + 1] : undefined;
 const archAt = process.argv.indexOf('--arch');
@@ -31,10 +38,13 @@ for (const line of log.split('\n')) {
   if (m) {
     current.regs = Number(m[1]);
     current.smem = Number(m[2] ?? 0);
-    rows.push(current);
+    rows.push(current); // a kernel compiled again later appears again: keep the newest
     current = undefined;
   }
 }
+const newest = new Map(rows.map((r) => [r.mangled, r]));
+rows.length = 0;
+rows.push(...newest.values());
 const demangled = spawnSync('c++filt', {
   input: rows.map((r) => r.mangled).join('\n'),
   encoding: 'utf8',
