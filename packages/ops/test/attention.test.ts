@@ -9,7 +9,7 @@ import {
   QkValueError,
   Tensor,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, randn, roundAll } from './helpers.js';
+import { compare, expectQkError, FLOAT_DTYPES, f64, randn, roundAll, ulpAt } from './helpers.js';
 
 interface Dims {
   batch: number;
@@ -66,12 +66,6 @@ function refAttention(
 }
 
 /** Spacing of `dtype` values at |x| (subnormal spacing near zero). */
-function ulp(x: number, dtype: FloatDType): number {
-  const [mantBits, minExp] = dtype === 'f32' ? [23, -126] : dtype === 'bf16' ? [7, -126] : [10, -14];
-  const ax = Math.abs(x);
-  const e = ax === 0 ? minExp : Math.max(minExp, Math.floor(Math.log2(ax)));
-  return 2 ** (e - mantBits);
-}
 
 /**
  * Asserts `t` matches the float64 oracle rounded once to its dtype: every element within 2 output ulps (plus a
@@ -89,7 +83,7 @@ function expectMatches(t: Tensor, oracle: ArrayLike<number>, dtype: FloatDType):
   let worstAt = -1;
   for (let i = 0; i < expected.length; i++) {
     const e = expected[i]!;
-    const ratio = Math.abs(actual[i]! - e) / (2 * ulp(e, dtype) + 1e-9 * peak);
+    const ratio = Math.abs(actual[i]! - e) / (2 * ulpAt(e, dtype) + 1e-9 * peak);
     if (!(ratio <= worst)) {
       worst = ratio;
       worstAt = i;

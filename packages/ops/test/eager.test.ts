@@ -15,42 +15,13 @@ import {
   swigluEager,
   Tensor,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, randn, roundAll } from './helpers.js';
+import { expectNear, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, randn, roundAll } from './helpers.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Tolerances, derived from the formats. Op and oracle evaluate the same float64 expressions (a few 2^-53 relative
 // apart) and round once, so elementwise they differ by at most one step of the output grid. Relative L2: f32
 // keeps 24 bits (1e-6 leaves > 10× room over 2^-24), f16 11 bits (2^-11), bf16 8 bits (2^-8).
 // ---------------------------------------------------------------------------------------------------------
-const MANTISSA_BITS: Record<FloatDType, number> = { f32: 23, f16: 10, bf16: 7 };
-const MIN_NORMAL_EXP: Record<FloatDType, number> = { f32: -126, f16: -14, bf16: -126 };
-const REL_L2: Record<FloatDType, number> = { f32: 1e-6, f16: 2 ** -11, bf16: 2 ** -8 };
-
-/** Spacing of the `dtype` grid at magnitude |x| (the subnormal spacing below the smallest normal). */
-function ulpAt(x: number, dtype: FloatDType): number {
-  const a = Math.abs(x);
-  const e = a === 0 ? MIN_NORMAL_EXP[dtype] : Math.max(Math.floor(Math.log2(a)), MIN_NORMAL_EXP[dtype]);
-  return 2 ** (e - MANTISSA_BITS[dtype]);
-}
-
-/** Every element within `maxUlps` output steps of the oracle, and the relative L2 error within the format's. */
-function expectNear(actual: Tensor, expected: ArrayLike<number>, dtype: FloatDType, maxUlps = 1): void {
-  const got = f64(actual);
-  const { relL2 } = compare(got, expected); // throws on any NaN/inf
-  expect(relL2).toBeLessThanOrEqual(REL_L2[dtype]);
-  let worst = 0;
-  let at = -1;
-  for (let i = 0; i < got.length; i++) {
-    const a = got[i]!;
-    const e = expected[i]!;
-    const d = Math.abs(a - e) / ulpAt(Math.max(Math.abs(a), Math.abs(e)), dtype);
-    if (d > worst) [worst, at] = [d, i];
-  }
-  expect(
-    worst,
-    `worst element at flat index ${at}: got ${got[at]}, expected ${expected[at]}`,
-  ).toBeLessThanOrEqual(maxUlps);
-}
 
 /** float64 RMSNorm of each length-n row: x·w / sqrt(Σx²/n + eps). */
 function rmsnormRef(x: ArrayLike<number>, w: ArrayLike<number>, n: number, eps: number): Float64Array {

@@ -66,3 +66,42 @@ export function compare(
   }
   return { relL2: r2 > 0 ? Math.sqrt(d2 / r2) : Math.sqrt(d2), maxAbs };
 }
+
+/**
+ * Tolerances derived from the formats: an op and its oracle that evaluate the same float64 expressions and round
+ * once differ elementwise by at most one step of the output grid; relative L2 within the format's precision.
+ */
+export const MANTISSA_BITS: Record<FloatDType, number> = { f32: 23, f16: 10, bf16: 7 };
+const MIN_NORMAL_EXP: Record<FloatDType, number> = { f32: -126, f16: -14, bf16: -126 };
+export const REL_L2: Record<FloatDType, number> = { f32: 1e-6, f16: 2 ** -11, bf16: 2 ** -8 };
+
+/** Spacing of the `dtype` grid at magnitude |x| (the subnormal spacing below the smallest normal). */
+export function ulpAt(x: number, dtype: FloatDType): number {
+  const a = Math.abs(x);
+  const e = a === 0 ? MIN_NORMAL_EXP[dtype] : Math.max(Math.floor(Math.log2(a)), MIN_NORMAL_EXP[dtype]);
+  return 2 ** (e - MANTISSA_BITS[dtype]);
+}
+
+/** Every element within `maxUlps` output steps of the oracle, and the relative L2 error within the format's. */
+export function expectNear(
+  actual: Tensor,
+  expected: ArrayLike<number>,
+  dtype: FloatDType,
+  maxUlps = 1,
+): void {
+  const got = f64(actual);
+  const { relL2 } = compare(got, expected); // throws on any NaN/inf
+  expect(relL2).toBeLessThanOrEqual(REL_L2[dtype]);
+  let worst = 0;
+  let at = -1;
+  for (let i = 0; i < got.length; i++) {
+    const a = got[i]!;
+    const e = expected[i]!;
+    const d = Math.abs(a - e) / ulpAt(Math.max(Math.abs(a), Math.abs(e)), dtype);
+    if (d > worst) [worst, at] = [d, i];
+  }
+  expect(
+    worst,
+    `worst element at flat index ${at}: got ${got[at]}, expected ${expected[at]}`,
+  ).toBeLessThanOrEqual(maxUlps);
+}

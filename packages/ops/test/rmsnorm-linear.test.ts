@@ -15,22 +15,11 @@ import {
   type Shape,
   Tensor,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, randn } from './helpers.js';
+import { compare, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, REL_L2, randn, ulpAt } from './helpers.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Oracle and tolerances.
 // ---------------------------------------------------------------------------------------------------------
-
-const MANTISSA_BITS: Record<FloatDType, number> = { f32: 23, f16: 10, bf16: 7 };
-const MIN_NORMAL_EXP: Record<FloatDType, number> = { f32: -126, f16: -14, bf16: -126 };
-const REL_L2: Record<FloatDType, number> = { f32: 1e-6, f16: 2 ** -11, bf16: 2 ** -8 };
-
-/** Spacing of the `dtype` grid at magnitude |x|. */
-function ulpAt(x: number, dtype: FloatDType): number {
-  const a = Math.abs(x);
-  const e = a === 0 ? MIN_NORMAL_EXP[dtype] : Math.max(Math.floor(Math.log2(a)), MIN_NORMAL_EXP[dtype]);
-  return 2 ** (e - MANTISSA_BITS[dtype]);
-}
 
 /**
  * float64 oracle over rows of k: the normalised row (rounded to `dtype` when `roundHidden`), then its dot product

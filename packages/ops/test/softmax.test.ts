@@ -10,7 +10,7 @@ import {
   softmax,
   Tensor,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, randn, roundAll } from './helpers.js';
+import { compare, expectQkError, FLOAT_DTYPES, f64, ODD_SIZES, randn, roundAll, ulpAt } from './helpers.js';
 
 /** Row-wise softmax of x/T in float64: exp((x − max)/T) / Σ exp((x − max)/T). */
 function refSoftmax(x: Float64Array, n: number, temperature = 1): Float64Array {
@@ -30,12 +30,6 @@ function refSoftmax(x: Float64Array, n: number, temperature = 1): Float64Array {
 }
 
 /** Spacing of `dtype` values at |x| (subnormal spacing near zero). */
-function ulp(x: number, dtype: FloatDType): number {
-  const [mantBits, minExp] = dtype === 'f32' ? [23, -126] : dtype === 'bf16' ? [7, -126] : [10, -14];
-  const ax = Math.abs(x);
-  const e = ax === 0 ? minExp : Math.max(minExp, Math.floor(Math.log2(ax)));
-  return 2 ** (e - mantBits);
-}
 
 /**
  * Asserts `t` matches the float64 oracle rounded once to its dtype: every element within 2 output ulps, and
@@ -51,7 +45,7 @@ function expectMatches(t: Tensor, oracle: ArrayLike<number>, dtype: FloatDType):
   let worstAt = -1;
   for (let i = 0; i < expected.length; i++) {
     const e = expected[i]!;
-    const ratio = Math.abs(actual[i]! - e) / (2 * ulp(e, dtype));
+    const ratio = Math.abs(actual[i]! - e) / (2 * ulpAt(e, dtype));
     if (!(ratio <= worst)) {
       worst = ratio;
       worstAt = i;
