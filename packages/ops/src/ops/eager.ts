@@ -8,15 +8,13 @@
  * fused kernels only by rounding: the eager sequence rounds its intermediates (to float32, and to the model dtype
  * where PyTorch casts), the fused kernels round once.
  */
-import { checkFloat, checkPositive, checkRank, checkSameDtype, checkShape, commonDevice } from '../check.js';
+import { commonDevice } from '../check.js';
 import { writeCpuOutput } from '../cuda/common.js';
 import { cudaRmsnormEager, cudaSwigluEager } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
-import { fromFloats, readFloats } from '../io.js';
-import { leadingSize } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import type { ElementwiseOptions } from './activations.js';
-import { DEFAULT_RMS_EPS, type RmsnormOptions, rmsnormRows } from './rmsnorm.js';
+import { type RmsnormOptions, rmsnormWith } from './rmsnorm.js';
 import { checkSwigluArgs, swigluCpu } from './swiglu.js';
 
 /**
@@ -34,18 +32,7 @@ export function rmsnormEager<D extends FloatDType>(
   weight: Tensor<NoInfer<D>>,
   options: RmsnormOptions = {},
 ): Tensor<D> {
-  const op = 'rmsnormEager';
-  checkFloat(op, 'x', x);
-  checkRank(op, 'x', x, { min: 1 });
-  checkFloat(op, 'weight', weight);
-  checkSameDtype(op, 'weight', weight, x, 'x');
-  const n = x.shape[x.rank - 1]!;
-  checkShape(op, 'weight', weight, [n], 'one weight per element of the last axis of x');
-  const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
-  if (commonDevice(op, { x, weight }) === 'cuda') return cudaRmsnormEager(x, weight, eps, options.out);
-  const out = new Float32Array(x.size);
-  rmsnormRows(readFloats(x), readFloats(weight), leadingSize(x.shape), n, eps, out);
-  return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
+  return rmsnormWith('rmsnormEager', cudaRmsnormEager, x, weight, options);
 }
 
 /**

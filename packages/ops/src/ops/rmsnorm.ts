@@ -63,7 +63,20 @@ export function rmsnorm<D extends FloatDType>(
   weight: Tensor<NoInfer<D>>,
   options: RmsnormOptions = {},
 ): Tensor<D> {
-  const op = 'rmsnorm';
+  return rmsnormWith('rmsnorm', cudaRmsnorm, x, weight, options);
+}
+
+/**
+ * RMSNorm's argument checks and CPU reference, with `cuda` as the GPU path: shared by {@link rmsnorm} (fused
+ * kernel) and `rmsnormEager` (the unfused launch sequence).
+ */
+export function rmsnormWith<D extends FloatDType>(
+  op: string,
+  cuda: (x: Tensor<D>, weight: Tensor<D>, eps: number, out?: Tensor) => Tensor<D>,
+  x: Tensor<D>,
+  weight: Tensor<D>,
+  options: RmsnormOptions,
+): Tensor<D> {
   checkFloat(op, 'x', x);
   checkRank(op, 'x', x, { min: 1 });
   checkFloat(op, 'weight', weight);
@@ -71,7 +84,7 @@ export function rmsnorm<D extends FloatDType>(
   const n = x.shape[x.rank - 1]!;
   checkShape(op, 'weight', weight, [n], 'one weight per element of the last axis of x');
   const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
-  if (commonDevice(op, { x, weight }) === 'cuda') return cudaRmsnorm(x, weight, eps, options.out);
+  if (commonDevice(op, { x, weight }) === 'cuda') return cuda(x, weight, eps, options.out);
   const out = new Float32Array(x.size);
   rmsnormRows(readFloats(x), readFloats(weight), leadingSize(x.shape), n, eps, out);
   return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
