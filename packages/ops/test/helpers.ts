@@ -105,3 +105,44 @@ export function expectNear(
     `worst element at flat index ${at}: got ${got[at]}, expected ${expected[at]}`,
   ).toBeLessThanOrEqual(maxUlps);
 }
+
+/**
+ * Asserts `t` matches the float64 oracle rounded once to its dtype: every element within 2 output ulps plus
+ * `cancellationFloor · max|expected|` (room for dot products and weighted averages that cancel to ~0; 0 makes it
+ * a pure 2-ulp bound), and relative L2 ≤ `relTol` for f32. NaN fails.
+ */
+export function expectMatches(
+  t: Tensor,
+  oracle: ArrayLike<number>,
+  dtype: FloatDType,
+  { relTol = 1e-6, cancellationFloor = 1e-9 }: { relTol?: number; cancellationFloor?: number } = {},
+): void {
+  expect(t.dtype).toBe(dtype);
+  const expected = roundAll(oracle, dtype);
+  const actual = t.toArray();
+  const { relL2 } = compare(actual, expected);
+  if (dtype === 'f32') expect(relL2).toBeLessThanOrEqual(relTol);
+  let peak = 0;
+  for (const e of expected) peak = Math.max(peak, Math.abs(e));
+  let worst = 0;
+  let worstAt = -1;
+  for (let i = 0; i < expected.length; i++) {
+    const e = expected[i]!;
+    const ratio = Math.abs(actual[i]! - e) / (2 * ulpAt(e, dtype) + cancellationFloor * peak);
+    if (!(ratio <= worst)) {
+      worst = ratio;
+      worstAt = i;
+    }
+  }
+  expect(
+    worst,
+    `element ${worstAt}: got ${actual[worstAt]}, expected ${expected[worstAt]}`,
+  ).toBeLessThanOrEqual(1);
+}
+
+/** True when both arrays hold the same values bit for bit (NaN equals NaN, -0 differs from 0). */
+export function sameBits(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return true;
+}

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
   type Activation,
-  type FloatDType,
   linear,
   QkDisposedError,
   QkDtypeError,
@@ -10,7 +9,7 @@ import {
   type Shape,
   Tensor,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, randn, roundAll, ulpAt } from './helpers.js';
+import { expectMatches, expectQkError, FLOAT_DTYPES, f64, randn, sameBits } from './helpers.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Independent float64 oracle.
@@ -74,42 +73,6 @@ function refLinear(
     }
   }
   return y;
-}
-
-/** Spacing of `dtype` values at |x| (subnormal spacing near zero). */
-
-/**
- * Asserts `t` matches the float64 oracle rounded once to its dtype: every element within 2 output ulps (plus a
- * 1e-9 · max|expected| floor for cancellation near zero), and relative L2 ≤ `relTol` for f32. NaN fails.
- */
-function expectMatches(t: Tensor, oracle: ArrayLike<number>, dtype: FloatDType, relTol = 1e-6): void {
-  expect(t.dtype).toBe(dtype);
-  const expected = roundAll(oracle, dtype);
-  const actual = t.toArray();
-  const { relL2 } = compare(actual, expected);
-  if (dtype === 'f32') expect(relL2).toBeLessThanOrEqual(relTol);
-  let peak = 0;
-  for (const e of expected) peak = Math.max(peak, Math.abs(e));
-  let worst = 0;
-  let worstAt = -1;
-  for (let i = 0; i < expected.length; i++) {
-    const e = expected[i]!;
-    const ratio = Math.abs(actual[i]! - e) / (2 * ulpAt(e, dtype) + 1e-9 * peak);
-    if (!(ratio <= worst)) {
-      worst = ratio;
-      worstAt = i;
-    }
-  }
-  expect(
-    worst,
-    `element ${worstAt}: got ${actual[worstAt]}, expected ${expected[worstAt]}`,
-  ).toBeLessThanOrEqual(1);
-}
-
-function sameBits(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
-  return true;
 }
 
 const lastDim = (s: Shape): number => s[s.length - 1]!;

@@ -3,7 +3,6 @@ import {
   DEFAULT_INT4_GROUP,
   dequantizeInt4,
   dequantizeInt8,
-  type FloatDType,
   type Int4Weight,
   type Int8Weight,
   linearInt4,
@@ -19,7 +18,16 @@ import {
   Tensor,
   unpackInt4,
 } from '../src/index.js';
-import { compare, expectQkError, FLOAT_DTYPES, f64, randn, roundAll, ulpAt } from './helpers.js';
+import {
+  compare,
+  expectMatches,
+  expectQkError,
+  FLOAT_DTYPES,
+  f64,
+  randn,
+  roundAll,
+  sameBits,
+} from './helpers.js';
 
 // ---------------------------------------------------------------------------------------------------------
 // Independent oracles.
@@ -105,42 +113,6 @@ function refDequant(
       w[o * n + k] = q[o * n + k]! * scales[o * groups + Math.floor(k / groupSize)]!;
   }
   return w;
-}
-
-/** Spacing of `dtype` values at |x| (subnormal spacing near zero). */
-
-/**
- * Asserts `t` matches the float64 oracle rounded once to its dtype: every element within 2 output ulps (plus a
- * 1e-9 · max|expected| floor for cancellation near zero), relative L2 ≤ 1e-6 for f32. NaN fails.
- */
-function expectMatches(t: Tensor, oracle: ArrayLike<number>, dtype: FloatDType): void {
-  expect(t.dtype).toBe(dtype);
-  const expected = roundAll(oracle, dtype);
-  const actual = t.toArray();
-  const { relL2 } = compare(actual, expected);
-  if (dtype === 'f32') expect(relL2).toBeLessThanOrEqual(1e-6);
-  let peak = 0;
-  for (const e of expected) peak = Math.max(peak, Math.abs(e));
-  let worst = 0;
-  let worstAt = -1;
-  for (let i = 0; i < expected.length; i++) {
-    const e = expected[i]!;
-    const ratio = Math.abs(actual[i]! - e) / (2 * ulpAt(e, dtype) + 1e-9 * peak);
-    if (!(ratio <= worst)) {
-      worst = ratio;
-      worstAt = i;
-    }
-  }
-  expect(
-    worst,
-    `element ${worstAt}: got ${actual[worstAt]}, expected ${expected[worstAt]}`,
-  ).toBeLessThanOrEqual(1);
-}
-
-function sameBits(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
-  return true;
 }
 
 /** Largest |w − deq| / (scale/2 + f32 rounding of deq) over all elements; ≤ 1 means within half a step. */
