@@ -72,4 +72,21 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return warp_sum(total);
 }
 
+/**
+ * Position of a 16-byte chunk as (row, column chunk) over rows of `cpr` chunks, advanced by a fixed grid-stride
+ * step without dividing: the step's whole rows and remaining chunks are divided out once per thread.
+ */
+struct RowCursor {
+  int64_t row;
+  int64_t col;
+  __device__ __forceinline__ void advance(int64_t rows_step, int64_t cols_step, int64_t cpr) {
+    row += rows_step;
+    col += cols_step;
+    if (col >= cpr) {
+      col -= cpr;
+      row++;
+    }
+  }
+};
+
 }  // namespace qk

@@ -145,23 +145,6 @@ template <typename TIn, typename TOut> cudaError_t launch_unary_op(const UnaryAr
 // ---------------------------------------------------------------------------------------------------------
 // Binary
 
-/**
- * Position of a chunk as (row, column chunk) over rows of `cpr` chunks, advanced by a fixed step without
- * dividing: the step's whole rows and remaining chunks are divided out once per thread.
- */
-struct RowCursor {
-  int64_t row;
-  int64_t col;
-  __device__ __forceinline__ void advance(int64_t rows_step, int64_t cols_step, int64_t cpr) {
-    row += rows_step;
-    col += cols_step;
-    if (col >= cpr) {
-      col -= cpr;
-      row++;
-    }
-  }
-};
-
 __device__ __forceinline__ float binary_fn(BinaryOp op, float a, float b) { return op == BinaryOp::Add ? a + b : a * b; }
 
 template <typename TOut, typename TA, typename TB, Broadcast kB, int E>

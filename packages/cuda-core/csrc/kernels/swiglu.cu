@@ -49,23 +49,6 @@ template <typename T, int E> __device__ __forceinline__ void store_chunk(T* p, c
 __device__ __forceinline__ float silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
 
 /**
- * Chunk c lies in row c / cpr at column chunk c % cpr; the row cursor advances by a fixed number of chunks
- * without dividing (the step's whole rows and remaining chunks are divided out once per thread).
- */
-struct RowCursor {
-  int64_t row;
-  int64_t col;
-  __device__ __forceinline__ void advance(int64_t rows_step, int64_t cols_step, int64_t cpr) {
-    row += rows_step;
-    col += cols_step;
-    if (col >= cpr) {
-      col -= cpr;
-      row++;
-    }
-  }
-};
-
-/**
  * kDense: gate and up rows are ffn apart like out's (in_stride = ffn), so chunk c is at c·E in all three.
  * Otherwise gate/up chunk c is at row·in_stride + col·E.
  */
