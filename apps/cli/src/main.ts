@@ -5,7 +5,10 @@ import * as cudaCore from '@qk/cuda-core';
 import { QkError, useCudaBackend } from '@qk/ops';
 import { UsageError } from './args.js';
 import { benchCommand } from './commands/bench.js';
+import { chatCommand } from './commands/chat.js';
+import { generateCommand } from './commands/generate.js';
 import { infoCommand } from './commands/info.js';
+import { modelCommand } from './commands/model.js';
 import { verifyCommand } from './commands/verify.js';
 
 const HELP = `qk — Qwen3 on NVIDIA GPUs from Node.js, through qk's own CUDA kernels
@@ -13,21 +16,30 @@ const HELP = `qk — Qwen3 on NVIDIA GPUs from Node.js, through qk's own CUDA ke
 Usage: qk <command> [options]
 
 Commands:
+  generate      continue a prompt with Qwen3, streaming the text (qk generate --help)
+  chat          an interactive chat with Qwen3 (qk chat --help)
+  model         make and inspect Qwen3 checkpoints (qk model --help)
   verify        check every CUDA kernel against its @qk/ops reference (qk verify --help)
   bench <suite> benchmark against the measured copy ceiling and PyTorch (qk bench --help)
   info          GPU backend status: device, driver, memory
 
 Options:
   -h, --help     this help
-  -v, --version  the version`;
+  -v, --version  the version
 
-const COMMANDS: Record<string, (argv: string[]) => number> = {
+Without --model DIR (a Hugging Face Qwen3 checkpoint directory), generate and chat run a preset with random
+weights: the text is meaningless, but every kernel runs.`;
+
+const COMMANDS: Record<string, (argv: string[]) => number | Promise<number>> = {
+  generate: generateCommand,
+  chat: chatCommand,
+  model: modelCommand,
   verify: verifyCommand,
   bench: benchCommand,
   info: infoCommand,
 };
 
-export function main(argv: string[]): number {
+export async function main(argv: string[]): Promise<number> {
   // A bundle cannot resolve @qk/cuda-core lazily, so hand it to @qk/ops up front (loading stays lazy).
   useCudaBackend(cudaCore);
   const [command, ...rest] = argv;
@@ -45,7 +57,7 @@ export function main(argv: string[]): number {
     return 2;
   }
   try {
-    return run(rest);
+    return await run(rest);
   } catch (e) {
     if (e instanceof UsageError) {
       console.error(`qk ${command}: ${e.message} (see qk ${command} --help)`);
@@ -59,4 +71,12 @@ export function main(argv: string[]): number {
   }
 }
 
-process.exitCode = main(process.argv.slice(2));
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  },
+);

@@ -21,7 +21,9 @@ describe('qk', () => {
   it('prints help and the version', () => {
     const help = qk('--help');
     expect(help.code).toBe(0);
-    for (const cmd of ['verify', 'bench', 'info']) expect(help.out).toContain(cmd);
+    for (const cmd of ['generate', 'chat', 'model', 'verify', 'bench', 'info'])
+      expect(help.out).toContain(cmd);
+    expect(help.out).toContain('--model DIR');
     expect(qk('--version').out).toMatch(/^qk \d+\.\d+\.\d+/);
     expect(qk().code).toBe(2);
   });
@@ -40,7 +42,7 @@ describe('qk', () => {
   });
 
   it('has help for every command', () => {
-    for (const cmd of ['verify', 'bench', 'info']) {
+    for (const cmd of ['generate', 'chat', 'model', 'verify', 'bench', 'info']) {
       const r = qk(cmd, '--help');
       expect(r.code, cmd).toBe(0);
       expect(r.out).toContain(`qk ${cmd}`);

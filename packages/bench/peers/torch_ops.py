@@ -2,7 +2,7 @@
 """PyTorch peers for `qk bench ops`, measured the way qk measures itself.
 
 Reads a JSON list of case specs (written by @qk/bench: id, kind, dtype, dims, rotations), builds the same
-shapes with rotating input sets, and times each case in PyTorch eager and under torch.compile. Like qk, a sample
+shapes with rotating input sets (and rotating outputs), and times each case in PyTorch eager and under torch.compile. Like qk, a sample
 is a CUDA graph replaying many calls, timed with CUDA events, divided by the call count; the median of the
 samples is reported in microseconds per call. Writes {"torch": version, "results": {id: {...}}} as JSON.
 
@@ -128,9 +128,16 @@ def time_graph(fn, sets, samples=25):
             fn(*s)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
+    # Outputs rotate with the inputs, as qk's do (each of its input sets owns an output tensor): a call's result is
+    # kept until the same set comes round again, so the allocator hands that set's block back to it. Dropping the
+    # result at once would let every call write the same block, which then stays in L2 and flatters the peer.
+    ring = [None] * len(sets)
     with torch.cuda.graph(graph):
         for i in range(calls):
-            fn(*sets[i % len(sets)])
+            slot = i % len(sets)
+            ring[slot] = None
+            ring[slot] = fn(*sets[slot])
+    del ring
     for _ in range(3):
         graph.replay()
     per_call = []

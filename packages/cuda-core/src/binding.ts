@@ -197,6 +197,17 @@ export interface Binding {
     hidden: number,
   ): void;
 
+  /** dst[index[i], :] = src[i, :] for i < count (KV-cache append at device-side positions); out-of-range skipped. */
+  scatterRows(
+    dtype: FloatDTypeCode,
+    dst: DevicePtr,
+    index: DevicePtr,
+    src: DevicePtr,
+    count: number,
+    dstRows: number,
+    rowElems: number,
+  ): void;
+
   // Linear (csrc/kernels/gemv.cu, gemm.cu, quant.cu)
   /** out[M, N] = act(x[M, K] · W[N, K]ᵀ + bias); GEMV kernels for small M, tensor-core GEMM above. bias may be 0n. */
   linear(
@@ -266,7 +277,11 @@ export interface Binding {
   // Attention (csrc/kernels/attention_decode.cu, attention_prefill.cu)
   /** Bytes of scratch {@link Binding.attentionDecode} needs for these sizes. */
   attentionDecodeWorkspaceBytes(qHeads: number, headDim: number, kvLen: number): number;
-  /** One query token `[qHeads, headDim]` against `kvLen` cached keys/values `[kvLen, kvHeads, headDim]` (split-KV). */
+  /**
+   * One query token `[qHeads, headDim]` against `kvLen` cached keys/values `[kvLen, kvHeads, headDim]` (split-KV).
+   * With `kvLenDevice` (an i32 in device memory) the key count is read at run time and `kvLen` is the capacity
+   * the workspace is sized for: one captured CUDA graph then serves every step of a decode.
+   */
   attentionDecode(
     dtype: FloatDTypeCode,
     out: DevicePtr,
@@ -280,6 +295,7 @@ export interface Binding {
     scale: number,
     workspace: DevicePtr,
     workspaceBytes: number,
+    kvLenDevice?: DevicePtr,
   ): void;
   /** Causal (or full) flash-style attention of `qLen` queries starting at `positionOffset` over `kvLen` keys. */
   attentionPrefill(

@@ -13,7 +13,14 @@ export type QkErrorCode =
   | 'QK_DISPOSED'
   | 'QK_OOM'
   | 'QK_CUDA'
-  | 'QK_ASSERTION';
+  | 'QK_ASSERTION'
+  // Model-level codes, used by @qk/qwen3.
+  | 'QK_CONFIG'
+  | 'QK_CHECKPOINT'
+  | 'QK_TOKENIZER'
+  | 'QK_CONTEXT'
+  | 'QK_ABORTED'
+  | 'QK_BUSY';
 
 /** Base class of every error thrown by qk. */
 export class QkError extends Error {

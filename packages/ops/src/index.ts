@@ -47,10 +47,10 @@ export {
 } from './errors.js';
 export type { ElementwiseOptions } from './ops/activations.js';
 export { type Activation, add, erf, type GeluApproximation, gelu, mul, silu } from './ops/activations.js';
-export { type AttentionOptions, attention } from './ops/attention.js';
+export { type AttentionOptions, attention, attentionWorkspace } from './ops/attention.js';
 export { rmsnormEager, swigluEager } from './ops/eager.js';
 export type { EmbeddingOptions } from './ops/embedding.js';
-export { embedding, type TokenIds } from './ops/embedding.js';
+export { embedding, scatterRows, type TokenIds } from './ops/embedding.js';
 export { type LinearOptions, linear, type RmsnormLinearOptions, rmsnormLinear } from './ops/linear.js';
 export {
   DEFAULT_INT4_GROUP,

@@ -23,6 +23,9 @@ class Args {
     throw Napi::TypeError::New(env(), std::string(op_) + ": argument \"" + arg + "\" " + what);
   }
 
+  /** Arguments passed (optional trailing arguments are read only when present). */
+  size_t count() const { return info_.Length(); }
+
   void expect_count(size_t n) const {
     if (info_.Length() < n) {
       throw Napi::TypeError::New(env(), std::string(op_) + ": expected " + std::to_string(n) + " arguments, got " +

@@ -33,7 +33,8 @@ Napi::Value AttentionDecodeWorkspaceBytes(const Napi::CallbackInfo& info) {
   });
 }
 
-// attentionDecode(dtype, out, q, k, v, kvLen, qHeads, kvHeads, headDim, scale, workspace, workspaceBytes)
+// attentionDecode(dtype, out, q, k, v, kvLen, qHeads, kvHeads, headDim, scale, workspace, workspaceBytes,
+//                 kvLenDevice = 0n)
 Napi::Value AttentionDecode(const Napi::CallbackInfo& info) {
   return guard(info, "attentionDecode", [](const Args& a) -> Napi::Value {
     a.expect_count(12);
@@ -62,6 +63,8 @@ Napi::Value AttentionDecode(const Napi::CallbackInfo& info) {
     if ((reinterpret_cast<uintptr_t>(r.workspace) & 15) != 0) a.fail("workspace", "must be 16-byte aligned");
     a.check_range(r.workspace, static_cast<size_t>(ws_bytes), "workspace");
     r.workspace_bytes = static_cast<size_t>(ws_bytes);
+    r.kv_len_device = a.count() > 12 ? static_cast<const int*>(a.ptr(12, "kvLenDevice", true)) : nullptr;
+    if (r.kv_len_device != nullptr) a.check_range(r.kv_len_device, sizeof(int32_t), "kvLenDevice");
     launched("attentionDecode", launch_attention_decode(r, stream()));
     return a.env().Undefined();
   });

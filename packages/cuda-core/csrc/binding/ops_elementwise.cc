@@ -149,7 +149,26 @@ Napi::Value Embedding(const Napi::CallbackInfo& info) {
     e.out = a.tensor(1, "out", e.dtype, e.count * e.hidden);
     e.ids = static_cast<const int32_t*>(a.tensor(2, "ids", DType::I32, e.count));
     e.table = a.tensor(3, "table", e.dtype, e.vocab * e.hidden);
+    e.scatter = false;
     launched("embedding", launch_embedding(e, stream()));
+    return a.env().Undefined();
+  });
+}
+
+// scatterRows(dtype, dst, index, src, count, dstRows, rowElems): dst[index[i], :] = src[i, :]
+Napi::Value ScatterRows(const Napi::CallbackInfo& info) {
+  return guard(info, "scatterRows", [](const Args& a) -> Napi::Value {
+    a.expect_count(7);
+    EmbeddingArgs e{};
+    e.dtype = a.float_dtype(0, "dtype");
+    e.count = a.int64(4, "count", 0, INT32_MAX);
+    e.vocab = a.int64(5, "dstRows", 0, INT32_MAX);
+    e.hidden = a.int64(6, "rowElems", 0, INT32_MAX);
+    e.out = a.tensor(1, "dst", e.dtype, e.vocab * e.hidden);
+    e.ids = static_cast<const int32_t*>(a.tensor(2, "index", DType::I32, e.count));
+    e.table = a.tensor(3, "src", e.dtype, e.count * e.hidden);
+    e.scatter = true;
+    launched("scatterRows", launch_embedding(e, stream()));
     return a.env().Undefined();
   });
 }
@@ -164,6 +183,7 @@ void register_elementwise_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "qkNormRope", QkNormRope);
   define(env, exports, "swiglu", Swiglu);
   define(env, exports, "embedding", Embedding);
+  define(env, exports, "scatterRows", ScatterRows);
 }
 
 }  // namespace qk::binding

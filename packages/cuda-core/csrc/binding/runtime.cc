@@ -178,6 +178,7 @@ Napi::Value Synchronize(const Napi::CallbackInfo& info) {
 std::mutex handles_mu;
 std::unordered_map<int64_t, cudaEvent_t> events;
 std::unordered_map<int64_t, cudaGraphExec_t> graphs;
+std::unordered_map<int64_t, std::vector<std::pair<size_t, uintptr_t>>> graph_blocks;  // temporaries each graph owns
 int64_t next_handle = 1;
 
 cudaEvent_t event_at(const Args& a, size_t i, const char* name) {
@@ -236,6 +237,7 @@ Napi::Value EventDestroy(const Napi::CallbackInfo& info) {
 Napi::Value CaptureBegin(const Napi::CallbackInfo& info) {
   return guard(info, "captureBegin", [](const Args& a) -> Napi::Value {
     QK_CUDA_TRY("captureBegin", cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed));
+    allocator().begin_capture();
     return a.env().Undefined();
   });
 }
@@ -243,14 +245,20 @@ Napi::Value CaptureBegin(const Napi::CallbackInfo& info) {
 Napi::Value CaptureEnd(const Napi::CallbackInfo& info) {
   return guard(info, "captureEnd", [](const Args& a) -> Napi::Value {
     cudaGraph_t graph = nullptr;
-    QK_CUDA_TRY("captureEnd", cudaStreamEndCapture(stream(), &graph));
+    // Temporaries freed during the capture belong to the graph from now on (see Allocator::begin_capture).
+    auto owned = allocator().end_capture();
+    const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+    if (ended != cudaSuccess) allocator().give_back(owned);
+    QK_CUDA_TRY("captureEnd", ended);
     cudaGraphExec_t exec = nullptr;
     const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) allocator().give_back(owned);
     QK_CUDA_TRY("captureEnd", inst);
     std::lock_guard<std::mutex> lock(handles_mu);
     const int64_t h = next_handle++;
     graphs[h] = exec;
+    graph_blocks[h] = std::move(owned);
     return Napi::Number::New(a.env(), static_cast<double>(h));
   });
 }
@@ -275,10 +283,17 @@ Napi::Value GraphDestroy(const Napi::CallbackInfo& info) {
   return guard(info, "graphDestroy", [](const Args& a) -> Napi::Value {
     a.expect_count(1);
     cudaGraphExec_t g = graph_at(a, 0);
+    std::vector<std::pair<size_t, uintptr_t>> owned;
     {
       std::lock_guard<std::mutex> lock(handles_mu);
-      graphs.erase(static_cast<int64_t>(a.int64(0, "graph", 1)));
+      const auto h = static_cast<int64_t>(a.int64(0, "graph", 1));
+      graphs.erase(h);
+      owned = std::move(graph_blocks[h]);
+      graph_blocks.erase(h);
     }
+    // A replay may still be queued: the graph's temporaries return to the cache only once it has finished.
+    QK_CUDA_TRY("graphDestroy", cudaStreamSynchronize(stream()));
+    allocator().give_back(owned);
     QK_CUDA_TRY("graphDestroy", cudaGraphExecDestroy(g));
     return a.env().Undefined();
   });

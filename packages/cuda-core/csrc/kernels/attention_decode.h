@@ -16,8 +16,9 @@ namespace qk {
  * The keys are cut into chunks; one block per (KV head, chunk) streams its chunk of K and V once through shared
  * memory and serves every query head of the GQA group, keeping a running max and sum in float32 (online
  * softmax). Each block writes a partial (max, sum, unnormalised acc[head_dim]) per query head to `workspace`;
- * a second kernel merges the chunks in a fixed order (deterministic). With a single chunk the first kernel
- * writes `out` directly.
+ * the last block of each head tile to finish merges the chunks in a fixed order (deterministic). With a single chunk
+ * every block writes `out` directly. With `kv_len_device` a captured CUDA graph serves every context length up to
+ * `kv_len` (the workspace is sized for `kv_len`).
  */
 struct AttentionDecodeArgs {
   DType dtype;
@@ -25,7 +26,8 @@ struct AttentionDecodeArgs {
   const void* q;
   const void* k;
   const void* v;
-  int64_t kv_len;
+  int64_t kv_len;             // keys; with kv_len_device, the capacity (rows k and v hold)
+  const int* kv_len_device;   // nullptr, or an int32 in device memory with the key count (1 … kv_len) read at run time
   int64_t q_heads;
   int64_t kv_heads;
   int64_t head_dim;

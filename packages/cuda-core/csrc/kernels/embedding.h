@@ -20,6 +20,8 @@ struct EmbeddingArgs {
   int64_t count;
   int64_t vocab;
   int64_t hidden;
+  /** The inverse copy, out[ids[i], :] = table[i, :]: `out` has `vocab` rows, `table` `count`; ids outside are skipped. */
+  bool scatter;
 };
 
 cudaError_t launch_embedding(const EmbeddingArgs& args, cudaStream_t stream);

@@ -68,10 +68,31 @@ void Allocator::release(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == live_.end()) throw ArgumentError("free: the pointer is not a live allocation (double free?)");
-  free_.emplace(it->second, it->first);
+  if (capturing_) {
+    captured_.emplace_back(it->second, it->first);
+  } else {
+    free_.emplace(it->second, it->first);
+  }
   stats_.allocated_bytes -= it->second;
   stats_.live_blocks--;
   live_.erase(it);
+}
+
+void Allocator::begin_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_ = true;
+  captured_.clear();
+}
+
+std::vector<std::pair<size_t, uintptr_t>> Allocator::end_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  capturing_ = false;
+  return std::move(captured_);
+}
+
+void Allocator::give_back(const std::vector<std::pair<size_t, uintptr_t>>& blocks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [size, start] : blocks) free_.emplace(size, start);
 }
 
 void Allocator::empty_cache_locked() {

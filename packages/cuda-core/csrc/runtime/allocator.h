@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace qk {
@@ -28,6 +29,14 @@ class Allocator {
   /** Gives every cached (free) block back to CUDA. */
   void empty_cache();
   MemoryStats stats() const;
+  /**
+   * Graph capture: blocks released between begin_capture and end_capture are kept out of the cache, because the
+   * captured graph still addresses them at every replay. end_capture hands them over; the graph's owner returns
+   * them with give_back when it destroys the graph.
+   */
+  void begin_capture();
+  std::vector<std::pair<size_t, uintptr_t>> end_capture();
+  void give_back(const std::vector<std::pair<size_t, uintptr_t>>& blocks);
   /** Throws ArgumentError unless [ptr, ptr + bytes) lies inside one live block. */
   void check_range(const void* ptr, size_t bytes, const char* op, const char* arg) const;
   static size_t round_size(size_t bytes);
@@ -37,6 +46,8 @@ class Allocator {
   std::map<uintptr_t, size_t> live_;                   // start → rounded size
   std::multimap<size_t, uintptr_t> free_;              // rounded size → start
   MemoryStats stats_;
+  bool capturing_ = false;
+  std::vector<std::pair<size_t, uintptr_t>> captured_;  // (size, start) released during the capture
   void* cuda_malloc_locked(size_t bytes, const char* op);
   void empty_cache_locked();
 };

@@ -93,7 +93,10 @@ export class CudaEvent {
 
 /**
  * A captured sequence of ops replayed with one launch. Tensors the captured ops read and write must stay alive
- * (not disposed) as long as the graph is replayed: the graph holds their addresses, not the tensors.
+ * (not disposed) as long as the graph is replayed: the graph holds their addresses, not the tensors. Temporaries
+ * that ops allocate and free inside the capture (scratch of an unfused op, say) are the exception: the allocator
+ * keeps their memory reserved for the graph until `dispose()`, so no later tensor can land on an address the
+ * graph still writes.
  */
 export class CudaGraph {
   #handle: number | null;

@@ -37,6 +37,7 @@ export function cudaAttention<D extends FloatDType>(
   p: CudaAttentionParams,
   out?: Tensor,
   workspace?: Tensor,
+  kvLength?: Tensor<'i32'>,
 ): Tensor<D> {
   const op = 'attention';
   const y = cudaOutput(op, out, q.shape, q.dtype);
@@ -55,7 +56,9 @@ export function cudaAttention<D extends FloatDType>(
   const [yp, qp, kp, vp] = [ptr(y), ptr(q), ptr(k), ptr(v)];
   if (p.qLen === 1) {
     // The query at position positionOffset sees keys 0..positionOffset (causal), or all of them.
+    // With a run-time key count (kvLength), kvLen is the capacity the workspace is sized for.
     const visible = p.causal ? p.positionOffset + 1 : p.kvLen;
+    const lengthPtr = kvLength === undefined ? 0n : ptr(kvLength);
     launch(op, (b) => {
       const needed = b.attentionDecodeWorkspaceBytes(p.qHeads, p.headDim, visible);
       const ws = workspace ?? Tensor.empty([needed], 'u8', 'cuda');
@@ -76,6 +79,7 @@ export function cudaAttention<D extends FloatDType>(
             p.scale,
             ptr(ws),
             ws.nbytes,
+            lengthPtr,
           );
         }
       } finally {
@@ -123,4 +127,9 @@ export function checkWorkspace(op: string, workspace: Tensor, needed: number): v
       `holds ${workspace.nbytes} bytes but these sizes need ${needed}: allocate it for the largest call.`,
     );
   }
+}
+
+/** Bytes of decode-attention scratch for `qHeads` heads of `headDim` over up to `maxKeys` keys. */
+export function cudaAttentionWorkspaceBytes(qHeads: number, headDim: number, maxKeys: number): number {
+  return launch('attentionWorkspace', (b) => b.attentionDecodeWorkspaceBytes(qHeads, headDim, maxKeys));
 }

@@ -231,6 +231,27 @@ export function cudaEmbedding<D extends FloatDType>(
   return y;
 }
 
+/** dst[index[i]] = src[i] for rows of `rowElems` elements; `index` ids outside `[0, dstRows)` are skipped. */
+export function cudaScatterRows<D extends FloatDType>(
+  dst: Tensor<D>,
+  src: Tensor<D>,
+  index: Int32Array | Tensor<'i32'>,
+  dstRows: number,
+  rowElems: number,
+): Tensor<D> {
+  const count = index instanceof Tensor ? index.size : index.length;
+  if (count === 0) return dst;
+  const dev = deviceInt32(index);
+  try {
+    launch('scatterRows', (b) =>
+      b.scatterRows(dtypeCode(dst.dtype), ptr(dst), ptr(dev.tensor), ptr(src), count, dstRows, rowElems),
+    );
+  } finally {
+    dev.release();
+  }
+  return dst;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Eager baselines: one launch per PyTorch eager op, intermediates in global memory.
 

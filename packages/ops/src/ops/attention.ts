@@ -1,11 +1,18 @@
-import { checkFloat, checkNonNegativeInt, checkPositive, checkSameDtype, commonDevice } from '../check.js';
-import { cudaAttention } from '../cuda/attention.js';
+import {
+  checkDtype,
+  checkFloat,
+  checkNonNegativeInt,
+  checkPositive,
+  checkSameDtype,
+  commonDevice,
+} from '../check.js';
+import { cudaAttention, cudaAttentionWorkspaceBytes } from '../cuda/attention.js';
 import { writeCpuOutput } from '../cuda/common.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
 import { formatShape } from '../shape.js';
-import type { Tensor } from '../tensor.js';
+import { Tensor } from '../tensor.js';
 
 /** Options of {@link attention}. */
 export interface AttentionOptions {
@@ -27,6 +34,13 @@ export interface AttentionOptions {
    * context instead (the size never decreases with the context length).
    */
   workspace?: Tensor<'u8'>;
+  /**
+   * The number of valid keys, read when the op runs from this one-element `i32` tensor on the device of `q`
+   * (instead of `kvLen`, which then is the capacity of `k` and `v`). One query token only (`qLen` 1, no batch axis);
+   * the query sits at position `kvLength − 1` and sees keys `0 … kvLength − 1`. This is what lets one captured CUDA
+   * graph serve every step of a decode: the step writes the new length into the tensor before each replay.
+   */
+  kvLength?: Tensor<'i32'>;
 }
 
 /**
@@ -99,6 +113,7 @@ export function attention<D extends FloatDType>(
   if (kvLen === 0) {
     throw new QkShapeError({ op, arg: 'k', expected: 'at least one cached key', got: formatShape(k.shape) });
   }
+  if (options.kvLength !== undefined) return attentionAtLength(q, k, v, options.kvLength, options);
   const causal = options.causal ?? true;
   const offset = checkNonNegativeInt(op, 'positionOffset', options.positionOffset ?? kvLen - qLen);
   if (causal && offset + qLen > kvLen) {
@@ -150,4 +165,77 @@ export function attention<D extends FloatDType>(
     }
   }
   return writeCpuOutput(op, fromFloats(out, q.shape, q.dtype), options.out);
+}
+
+/** {@link attention} with a run-time key count (`options.kvLength`); shapes were checked by the caller. */
+function attentionAtLength<D extends FloatDType>(
+  q: Tensor<D>,
+  k: Tensor<D>,
+  v: Tensor<D>,
+  kvLength: Tensor<'i32'>,
+  options: AttentionOptions,
+): Tensor<D> {
+  const op = 'attention';
+  checkDtype(op, 'kvLength', kvLength, ['i32'] as const);
+  if (kvLength.size !== 1) {
+    throw new QkShapeError({
+      op,
+      arg: 'kvLength',
+      expected: 'one element',
+      got: formatShape(kvLength.shape),
+    });
+  }
+  if (q.rank !== 3 || q.shape[0] !== 1) {
+    throw new QkShapeError({
+      op,
+      arg: 'q',
+      expected: '[1, qHeads, headDim]: kvLength serves one query token',
+      got: formatShape(q.shape),
+    });
+  }
+  const [, qHeads, headDim] = q.shape as [number, number, number];
+  const [capacity, kvHeads] = k.shape as [number, number];
+  const scale = checkPositive(op, 'scale', options.scale ?? 1 / Math.sqrt(headDim));
+  if (commonDevice(op, { q, k, v, kvLength }) === 'cuda') {
+    const params = {
+      batch: 1,
+      qLen: 1,
+      kvLen: capacity,
+      qHeads,
+      kvHeads,
+      headDim,
+      positionOffset: 0,
+      causal: false,
+      scale,
+    };
+    return cudaAttention(q, k, v, params, options.out, options.workspace, kvLength);
+  }
+  const n = kvLength.item();
+  if (!Number.isInteger(n) || n < 1 || n > capacity) {
+    throw new QkValueError(
+      op,
+      'kvLength',
+      `holds ${n}; it must lie in [1, ${capacity}] (the rows of k and v).`,
+    );
+  }
+  const { kvLength: _, ...rest } = options;
+  return attention(q, k.slice(0, n), v.slice(0, n), { ...rest, causal: false });
+}
+
+/**
+ * A persistent scratch tensor for {@link attention}'s CUDA decode path (`options.workspace`), large enough for
+ * `qHeads` query heads of `headDim` over any context of up to `maxKeys` keys. Needed by CUDA-graph captures, which
+ * must not allocate per call; dispose it with the graph.
+ */
+export function attentionWorkspace(qHeads: number, headDim: number, maxKeys: number): Tensor<'u8'> {
+  const op = 'attentionWorkspace';
+  for (const [arg, v] of [
+    ['qHeads', qHeads],
+    ['headDim', headDim],
+    ['maxKeys', maxKeys],
+  ] as const) {
+    if (!Number.isSafeInteger(v) || v < 1)
+      throw new QkValueError(op, arg, `must be a positive integer, got ${v}.`);
+  }
+  return Tensor.empty([cudaAttentionWorkspaceBytes(qHeads, headDim, maxKeys)], 'u8', 'cuda');
 }

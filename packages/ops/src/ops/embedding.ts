@@ -1,8 +1,9 @@
-import { checkFloat, checkRank, checkTensor } from '../check.js';
+import { checkFloat, checkRank, checkSameDtype, checkTensor, commonDevice } from '../check.js';
 import { writeCpuOutput } from '../cuda/common.js';
-import { cudaEmbedding } from '../cuda/elementwise.js';
+import { cudaEmbedding, cudaScatterRows } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkDeviceError, QkDtypeError, QkIndexError, QkValueError } from '../errors.js';
+import { formatShape, shapeSize } from '../shape.js';
 import { Tensor } from '../tensor.js';
 
 /** Token ids as an i32 tensor (any shape) or a flat array of integers. */
@@ -89,4 +90,46 @@ export function embedding<D extends FloatDType>(
     dst.set(src.subarray(row, row + hidden), i * hidden);
   }
   return writeCpuOutput(op, out, options.out);
+}
+
+/**
+ * The inverse of {@link embedding}: writes row `i` of `src` (`[count, ...row]`) into row `index[i]` of `dst`
+ * (`[rows, ...row]`), in place, and returns `dst`. This is how new keys and values enter a KV cache; with `index`
+ * in an i32 CUDA tensor the positions are read when the kernel runs, so a captured CUDA graph appends at whatever
+ * position the tensor holds at replay. Host indices are checked against `rows`; indices already on the device are
+ * not read back: one outside `[0, rows)` writes nothing. Rows are copied bit-exactly.
+ */
+export function scatterRows<D extends FloatDType>(
+  dst: Tensor<D>,
+  src: Tensor<NoInfer<D>>,
+  index: TokenIds,
+): Tensor<D> {
+  const op = 'scatterRows';
+  checkFloat(op, 'dst', dst);
+  checkFloat(op, 'src', src);
+  checkSameDtype(op, 'src', src, dst, 'dst');
+  if (dst.rank < 1 || src.rank !== dst.rank || src.shape.slice(1).some((d, i) => d !== dst.shape[i + 1])) {
+    throw new QkValueError(
+      op,
+      'src',
+      `has shape ${formatShape(src.shape)}; it must be [count, ${dst.shape.slice(1).join(', ')}] to match rows of dst ${formatShape(dst.shape)}.`,
+    );
+  }
+  const rows = dst.shape[0]!;
+  const rowElems = shapeSize(dst.shape.slice(1));
+  const count = src.shape[0]!;
+  const onDevice = index instanceof Tensor && index.device === 'cuda';
+  const values = onDevice ? undefined : readTokenIds(op, index, rows).values;
+  const indexCount = onDevice ? (index as Tensor).size : values!.length;
+  if (indexCount !== count) {
+    throw new QkValueError(op, 'index', `holds ${indexCount} positions for ${count} rows of src.`);
+  }
+  if (commonDevice(op, { dst, src, ...(onDevice ? { index: index as Tensor } : {}) }) === 'cuda') {
+    const idx = onDevice ? (index as Tensor<'i32'>) : Int32Array.from(values!);
+    return cudaScatterRows(dst, src as Tensor<D>, idx, rows, rowElems);
+  }
+  for (let i = 0; i < count; i++) {
+    dst.data.set(src.data.subarray(i * rowElems, (i + 1) * rowElems), values![i]! * rowElems);
+  }
+  return dst;
 }

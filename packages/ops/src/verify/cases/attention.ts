@@ -64,6 +64,49 @@ function attentionCase(dtype: FloatDType, s: AttentionShape, tag: VerifyCase['ta
   };
 }
 
+/**
+ * Decode with the key count read from device memory (how a captured decode graph runs): a cache of `capacity`
+ * rows of which the first `length` are live; the rows past them hold garbage the kernel must not read.
+ */
+function attentionAtLengthCase(
+  dtype: FloatDType,
+  capacity: number,
+  length: number,
+  heads: { qHeads: number; kvHeads: number; headDim: number },
+  tag: VerifyCase['tag'],
+): VerifyCase {
+  const { qHeads, kvHeads, headDim } = heads;
+  return {
+    op: 'attentionDecode',
+    dtype,
+    shape: `q=1 len=${length} of cap=${capacity} h=${qHeads}/${kvHeads} d=${headDim} kvLength:cuda`,
+    tag,
+    tolerance: toleranceFor('attention', dtype),
+    make(seed) {
+      const q = Tensor.randn([1, qHeads, headDim], { dtype, seed });
+      const kvShape = [capacity, kvHeads, headDim];
+      const k = Tensor.rand(kvShape, { dtype, seed: seed + 1, low: -1.5, high: 1.5 });
+      const v = Tensor.rand(kvShape, { dtype, seed: seed + 2, low: -1.5, high: 1.5 });
+      // Poison the dead rows: a kernel that reads past `length` produces NaN.
+      if (length < capacity) {
+        const poison = Tensor.full([capacity - length, kvHeads, headDim], Number.NaN, dtype);
+        k.data.set(poison.data as never, length * kvHeads * headDim);
+        v.data.set(poison.data as never, length * kvHeads * headDim);
+      }
+      const kvLength = Tensor.fromArray([length], { dtype: 'i32' });
+      return {
+        inputs: [q, k, v, kvLength],
+        expected: [attention(q, k.slice(0, length), v.slice(0, length), { causal: false })],
+        run: ([gq, gk, gv, gl], [out]) =>
+          void attention(gq as Tensor<FloatDType>, gk as Tensor<FloatDType>, gv as Tensor<FloatDType>, {
+            kvLength: gl as Tensor<'i32'>,
+            out,
+          }),
+      };
+    },
+  };
+}
+
 /** Context lengths of the decode sweep: one key, sizes that cut tiles and chunks oddly, and 8k. */
 const DECODE_KV_LENS = [1, 7, 111, 989, 4097, 8192] as const;
 
@@ -78,6 +121,19 @@ export const ATTENTION_CASES: VerifyCase[] = VERIFY_DTYPES.flatMap((dtype) => [
       ),
     ),
   ),
+  // Decode with a device-side key count over an 8k cache (fast path) and an odd head dim (generic path).
+  ...QWEN3_SHAPES.flatMap((m) =>
+    [1, 100, 4097, 8192].map((length) =>
+      attentionAtLengthCase(
+        dtype,
+        8192,
+        length,
+        { qHeads: m.heads, kvHeads: m.kvHeads, headDim: m.headDim },
+        m.tag,
+      ),
+    ),
+  ),
+  attentionAtLengthCase(dtype, 989, 500, { qHeads: 4, kvHeads: 2, headDim: 7 }, 'odd'),
   // Decode: odd head dims (generic kernel), plain multi-head, a GQA group of 5, a head dim of 64 and 256.
   attentionCase(dtype, { qLen: 1, kvLen: 989, qHeads: 4, kvHeads: 2, headDim: 7 }, 'odd'),
   attentionCase(dtype, { qLen: 1, kvLen: 989, qHeads: 4, kvHeads: 4, headDim: 111 }, 'odd'),

@@ -7,7 +7,7 @@
 import type { FloatDType } from '../../dtype.js';
 import { add, gelu, mul, silu } from '../../ops/activations.js';
 import { rmsnormEager, swigluEager } from '../../ops/eager.js';
-import { embedding } from '../../ops/embedding.js';
+import { embedding, scatterRows } from '../../ops/embedding.js';
 import { qkNormRope, rope } from '../../ops/rope.js';
 import { swiglu, swigluFused } from '../../ops/swiglu.js';
 import { Rng } from '../../random.js';
@@ -320,6 +320,42 @@ function embeddingCase(
   });
 }
 
+/** KV-cache append: `count` rows written at distinct random positions of a `rows`-row cache, in place. */
+function scatterRowsCase(
+  dtype: FloatDType,
+  rows: number,
+  count: number,
+  rowShape: number[],
+  tag: Tag,
+  deviceIndex: boolean,
+): VerifyCase {
+  const label = `${dims(count, ...rowShape)} into ${dims(rows, ...rowShape)}${deviceIndex ? ' index:cuda' : ' index:host'}`;
+  const base = makeCase('embedding', dtype, label, tag, (seed) => {
+    const dst = Tensor.randn([rows, ...rowShape], { dtype, seed });
+    const src = Tensor.randn([count, ...rowShape], { dtype, seed: seed + 1 });
+    // Distinct positions (a partial Fisher–Yates shuffle), the last row of the cache among them.
+    const rng = new Rng(seed + 2);
+    const all = Int32Array.from({ length: rows }, (_, i) => i);
+    for (let i = 0; i < count; i++) {
+      const j = i + rng.nextInt(rows - i);
+      [all[i], all[j]] = [all[j]!, all[i]!];
+    }
+    const index = all.slice(0, count);
+    if (!index.includes(rows - 1)) index[0] = rows - 1;
+    const expected = [scatterRows(dst.clone(), src, index)];
+    const indexTensor = Tensor.fromStorage(index, [count], 'i32');
+    return {
+      inputs: deviceIndex ? [dst, src, indexTensor] : [dst, src],
+      expected,
+      run: ([gd, gs, gi], [out]) => {
+        scatterRows(gd as F, gs as F, deviceIndex ? (gi as Tensor<'i32'>) : index);
+        out!.copyFrom(gd!);
+      },
+    };
+  });
+  return { ...base, op: 'scatterRows' };
+}
+
 function rmsnormEagerCase(dtype: FloatDType, rows: number, n: number, tag: Tag): VerifyCase {
   return makeCase('rmsnormEager', dtype, dims(rows, n), tag, (seed) => {
     const x = Tensor.randn([rows, n], { dtype, seed });
@@ -348,6 +384,7 @@ function casesFor(dtype: FloatDType): VerifyCase[] {
     swigluFusedCase(dtype, 3, n, 'odd'),
     swigluEagerCase(dtype, 3, n, 'odd'),
     embeddingCase(dtype, 5, 97, n, 'odd', i % 2 === 0),
+    scatterRowsCase(dtype, 97, 5, [3, n], 'odd', i % 2 === 1),
     rmsnormEagerCase(dtype, 3, n, 'odd'),
   ]);
   const qwen: VerifyCase[] = QWEN3_SHAPES.flatMap((s) => [
@@ -373,6 +410,8 @@ function casesFor(dtype: FloatDType): VerifyCase[] {
     // 2^21 / hidden rows of the 151936-row vocabulary keep the CPU side small; the kernel sees the same rows.
     embeddingCase(dtype, 1, 2 ** 21 / s.hidden, s.hidden, s.tag, true),
     embeddingCase(dtype, 33, 2 ** 21 / s.hidden, s.hidden, s.tag, false),
+    scatterRowsCase(dtype, 4096, 1, [s.kvHeads, s.headDim], s.tag, true),
+    scatterRowsCase(dtype, 4096, 77, [s.kvHeads, s.headDim], s.tag, false),
     rmsnormEagerCase(dtype, 1, s.hidden, s.tag),
     rmsnormEagerCase(dtype, 64, s.hidden, s.tag),
   ]);

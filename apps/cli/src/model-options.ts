@@ -1,0 +1,146 @@
+/**
+ * What `qk generate` and `qk chat` share: the model and sampling options, loading with a progress bar, the
+ * notice about random weights, and the stats line.
+ */
+import {
+  defaultEngine,
+  type EngineName,
+  type GenerateOptions,
+  type GenerationStats,
+  isEngineName,
+  isPresetName,
+  loadQwen3,
+  PRESETS,
+  type Qwen3Model,
+} from '@qk/qwen3';
+import { intOption, UsageError } from './args.js';
+import { createProgressBar } from './progress.js';
+
+/** `parseArgs` options of the model and sampling flags. */
+export const MODEL_OPTIONS = {
+  model: { type: 'string' },
+  preset: { type: 'string' },
+  engine: { type: 'string' },
+  'max-tokens': { type: 'string' },
+  temperature: { type: 'string' },
+  'top-k': { type: 'string' },
+  'top-p': { type: 'string' },
+  seed: { type: 'string' },
+  'max-context': { type: 'string' },
+  'no-think': { type: 'boolean' },
+} as const;
+
+/** Help text of {@link MODEL_OPTIONS}. */
+export const MODEL_OPTIONS_HELP = `Model:
+  --model DIR        a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors)
+  --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
+                     default without --model: tiny on the cpu engine, 0.6b on a GPU engine
+  --engine NAME      cpu, layered or megakernel (default: layered with a GPU, else cpu)
+  --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
+
+Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
+  --max-tokens N     most tokens per reply (default 256)
+  --temperature T    0 is greedy
+  --top-k K          0 keeps every token
+  --top-p P          in (0, 1]; 1 keeps every token
+  --seed N           sampling seed (default 0: runs repeat exactly)
+  --no-think         Qwen3's non-thinking mode (an empty <think> block)`;
+
+type ModelValues = {
+  [K in keyof typeof MODEL_OPTIONS]?: (typeof MODEL_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
+};
+
+function floatOption(value: string | undefined, name: string, valid: (x: number) => boolean, range: string) {
+  if (value === undefined) return undefined;
+  const x = Number(value);
+  if (value.trim() === '' || !Number.isFinite(x) || !valid(x)) {
+    throw new UsageError(`--${name} must be a number ${range}, got ${value}`);
+  }
+  return x;
+}
+
+/** The sampling flags as {@link GenerateOptions} (absent flags stay absent, so the model's defaults apply). */
+export function samplingOptions(values: ModelValues): GenerateOptions {
+  const maxTokens = intOption(values['max-tokens'], 'max-tokens');
+  if (maxTokens === 0) throw new UsageError('--max-tokens must be at least 1');
+  const options: Record<string, number | undefined> = {
+    maxTokens,
+    temperature: floatOption(values.temperature, 'temperature', (x) => x >= 0, '>= 0 (0 is greedy)'),
+    topK: intOption(values['top-k'], 'top-k'),
+    topP: floatOption(values['top-p'], 'top-p', (x) => x > 0 && x <= 1, 'in (0, 1]'),
+    seed: intOption(values.seed, 'seed'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as GenerateOptions;
+}
+
+/** Which model and engine the flags ask for, checked, before anything loads. */
+export function modelChoice(values: ModelValues): {
+  source: string;
+  engine: EngineName;
+  maxContext?: number;
+} {
+  if (values.model !== undefined && values.preset !== undefined) {
+    throw new UsageError('give --model DIR or --preset NAME, not both');
+  }
+  const engine = values.engine ?? defaultEngine();
+  if (!isEngineName(engine))
+    throw new UsageError(`--engine must be cpu, layered or megakernel, got ${engine}`);
+  if (values.preset !== undefined && !isPresetName(values.preset)) {
+    throw new UsageError(`unknown preset "${values.preset}" (known: ${Object.keys(PRESETS).join(', ')})`);
+  }
+  const source = values.model ?? values.preset ?? (engine === 'cpu' ? 'tiny' : '0.6b');
+  const maxContext = intOption(values['max-context'], 'max-context');
+  if (maxContext === 0) throw new UsageError('--max-context must be at least 1');
+  return { source, engine, ...(maxContext === undefined ? {} : { maxContext }) };
+}
+
+/**
+ * Loads the model the flags name, drawing a progress bar on stderr, and prints one line when its weights are
+ * random. `signal` aborts the load (Ctrl-C).
+ */
+export async function openModel(values: ModelValues, signal?: AbortSignal): Promise<Qwen3Model> {
+  const { source, engine, maxContext } = modelChoice(values);
+  const bar = createProgressBar(`loading ${source} (${engine})`);
+  const model = await loadQwen3(source, {
+    engine,
+    ...(maxContext === undefined ? {} : { maxContext }),
+    onLoadProgress: (p) => bar.update(p.loadedBytes, p.totalBytes),
+    ...(signal === undefined ? {} : { signal }),
+  });
+  bar.finish();
+  if (model.randomWeights) {
+    process.stderr.write(
+      `note: the "${source}" preset has random weights, so the text is meaningless; pass --model DIR (a Hugging Face Qwen3 checkpoint directory) for real output.\n`,
+    );
+  }
+  return model;
+}
+
+/** One line of stats for stderr. */
+export function formatStats(stats: GenerationStats): string {
+  const ms = (x: number) => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
+  return [
+    `prompt ${stats.promptTokens} tokens`,
+    `prefill ${ms(stats.prefillMs)}`,
+    `TTFT ${ms(stats.timeToFirstTokenMs)}`,
+    `${stats.generatedTokens} tokens at ${stats.decodeTokensPerSecond.toFixed(1)} tok/s`,
+    `finish: ${stats.finishReason}`,
+  ].join(' · ');
+}
+
+/**
+ * Runs `work` with an AbortSignal that the first Ctrl-C fires (a second Ctrl-C exits at once, as usual).
+ */
+export async function withInterrupt<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const onSigint = () => {
+    process.off('SIGINT', onSigint);
+    controller.abort(new Error('interrupted (Ctrl-C)'));
+  };
+  process.on('SIGINT', onSigint);
+  try {
+    return await work(controller.signal);
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+}

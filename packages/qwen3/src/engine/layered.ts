@@ -1,0 +1,374 @@
+/**
+ * The `layered` engine: the Qwen3 forward pass as one CUDA kernel per module, driven from TypeScript. A prompt runs
+ * as one prefill (GEMMs and the flash prefill kernel over all its tokens); each decode step after it is a CUDA
+ * graph captured once and replayed, so no JS-to-native crossing or launch gap sits between its ~12 kernels per
+ * layer. The step reads its token id, position and cache length from a small device tensor that the host rewrites
+ * before each replay, which is what lets one graph serve every position.
+ *
+ * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
+ * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
+ * (`[q;k;v]`, `[gate;up]`) so a decode step streams each layer's weights in four GEMVs.
+ */
+import {
+  argmax,
+  attentionWorkspace,
+  CudaGraph,
+  embedding,
+  type FloatDType,
+  linear,
+  QkDeviceError,
+  QkDisposedError,
+  sample,
+  scatterRows,
+  Tensor,
+} from '@qk/ops';
+import type { Engine, ModuleKind, PatchSpec, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
+import { checkForwardArgs, checkSampling, checkWeightsMatchConfig, stepSeed } from './common.js';
+import { defaultModules, listVariants, type Modules, resolvePatch } from './modules.js';
+
+/** Options of {@link createLayeredEngine}. */
+export interface LayeredEngineOptions {
+  /** Cache rows: the longest prompt + generation the engine can hold. */
+  readonly maxContext: number;
+  /**
+   * Only ids below this can be generated (default: the vocabulary). Qwen3's embedding has 151,936 rows but its
+   * tokenizer 151,669 tokens; random weights would otherwise pick ids no tokenizer can print.
+   */
+  readonly vocabLimit?: number;
+}
+
+type T = Tensor<FloatDType>;
+
+interface Layer {
+  inputNorm: T;
+  /** Fused `[q; k; v]` projection, and views of its three parts (prefill runs them as separate GEMMs). */
+  qkv: T;
+  q: T;
+  k: T;
+  v: T;
+  qNorm: T;
+  kNorm: T;
+  o: T;
+  postNorm: T;
+  gateUp: T;
+  gate: T;
+  up: T;
+  down: T;
+  kCache: T;
+  vCache: T;
+}
+
+/** Concatenates weights along rows into one new device tensor (disposing the parts); returns it and views. */
+function fuseRows(parts: readonly T[]): { fused: T; views: T[] } {
+  const rows = parts.reduce((n, p) => n + p.shape[0]!, 0);
+  const cols = parts[0]!.shape[1]!;
+  const fused = Tensor.empty([rows, cols], parts[0]!.dtype, 'cuda');
+  const views: T[] = [];
+  let at = 0;
+  for (const p of parts) {
+    const view = fused.slice(at, at + p.shape[0]!);
+    view.copyFrom(p.device === 'cuda' ? p : p.to('cuda'));
+    views.push(view);
+    at += p.shape[0]!;
+  }
+  return { fused, views };
+}
+
+/** Decode-step buffers: everything a captured step reads or writes, allocated once. */
+interface StepBuffers {
+  /** i32 `[3]`: token id, its position, the cache length after it (position + 1); views below. */
+  state: Tensor<'i32'>;
+  id: Tensor<'i32'>;
+  position: Tensor<'i32'>;
+  length: Tensor<'i32'>;
+  residual: T;
+  x: T;
+  qkv: T;
+  q: T;
+  k: T;
+  attn: T;
+  o: T;
+  mlp: T;
+  logits: T;
+  next: Tensor<'i32'>;
+}
+
+export function createLayeredEngine(
+  config: Qwen3Config,
+  weights: Qwen3Weights,
+  options: LayeredEngineOptions,
+): Engine {
+  const op = 'layeredEngine';
+  if (weights.embed.device !== 'cuda') {
+    throw new QkDeviceError('needs its weights on "cuda"; load them with device "cuda".', op);
+  }
+  checkWeightsMatchConfig(op, config, weights);
+  const { maxContext } = options;
+  const { hiddenSize: hidden, numHeads: H, numKvHeads: KV, headDim: D, vocabSize } = config;
+  const vocabLimit = Math.min(options.vocabLimit ?? vocabSize, vocabSize);
+  const dtype = weights.embed.dtype;
+  const eps = config.rmsNormEps;
+  const theta = config.ropeTheta;
+
+  const layers: Layer[] = weights.layers.map((w) => {
+    const {
+      fused: qkv,
+      views: [q, k, v],
+    } = fuseRows([w.q, w.k, w.v]);
+    const {
+      fused: gateUp,
+      views: [gate, up],
+    } = fuseRows([w.gate, w.up]);
+    for (const t of [w.q, w.k, w.v, w.gate, w.up]) t.dispose();
+    return {
+      inputNorm: w.inputNorm,
+      qkv,
+      q: q!,
+      k: k!,
+      v: v!,
+      qNorm: w.qNorm,
+      kNorm: w.kNorm,
+      o: w.o,
+      postNorm: w.postNorm,
+      gateUp,
+      gate: gate!,
+      up: up!,
+      down: w.down,
+      kCache: Tensor.empty([maxContext, KV, D], dtype, 'cuda'),
+      vCache: Tensor.empty([maxContext, KV, D], dtype, 'cuda'),
+    };
+  });
+  const { embed, norm, lmHead } = weights;
+  const workspace = attentionWorkspace(H, D, maxContext);
+
+  let table = defaultModules();
+  let step: StepBuffers | null = null;
+  let graph: CudaGraph | null = null;
+  let filled = 0;
+  let disposed = false;
+
+  const live = (what: string) => {
+    if (disposed) throw new QkDisposedError(`layeredEngine.${what}`);
+  };
+
+  /**
+   * The layers over `tokens` tokens already embedded in `b.residual`, ending with the final norm in `b.x`. A
+   * decode step (`kvLength` set) attends over the whole cache up to the device-side length; a prefill over the
+   * rows `0 … start + tokens − 1`.
+   */
+  function runLayers(
+    m: Modules,
+    b: Omit<StepBuffers, 'state' | 'id' | 'length' | 'logits' | 'next' | 'qkv'> & { qkv: T | null },
+    tokens: number,
+    start: number,
+    kvLength: Tensor<'i32'> | null,
+  ): void {
+    const live = kvLength === null ? start + tokens : maxContext;
+    m.rmsnorm({
+      x: b.residual,
+      residual: null,
+      weight: layers[0]!.inputNorm,
+      eps,
+      out: b.x,
+      residualOut: b.residual,
+    });
+    layers.forEach((layer, i) => {
+      // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
+      let qIn: T;
+      let kIn: T;
+      let vIn: T;
+      if (tokens === 1) {
+        linear(b.x, layer.qkv, { out: b.qkv! });
+        const heads = b.qkv!.reshape([H + 2 * KV, D]);
+        qIn = heads.slice(0, H).reshape([1, H, D]);
+        kIn = heads.slice(H, H + KV).reshape([1, KV, D]);
+        vIn = heads.slice(H + KV).reshape([1, KV, D]);
+      } else {
+        qIn = linear(b.x, layer.q).reshape([tokens, H, D]);
+        kIn = linear(b.x, layer.k).reshape([tokens, KV, D]);
+        vIn = linear(b.x, layer.v).reshape([tokens, KV, D]);
+      }
+      m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
+      m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
+      scatterRows(layer.kCache, b.k, b.position);
+      scatterRows(layer.vCache, vIn, b.position);
+      m.attention({
+        q: b.q,
+        k: layer.kCache.slice(0, live),
+        v: layer.vCache.slice(0, live),
+        kvLength,
+        positionOffset: start,
+        workspace,
+        out: b.attn,
+      });
+      linear(b.attn.reshape([tokens, H * D]), layer.o, { out: b.o });
+      m.rmsnorm({
+        x: b.o,
+        residual: b.residual,
+        weight: layer.postNorm,
+        eps,
+        out: b.x,
+        residualOut: b.residual,
+      });
+      m.mlp({ x: b.x, gateUp: layer.gateUp, gate: layer.gate, up: layer.up, down: layer.down, out: b.mlp });
+      const nextNorm = layers[i + 1]?.inputNorm ?? norm;
+      m.rmsnorm({ x: b.mlp, residual: b.residual, weight: nextNorm, eps, out: b.x, residualOut: b.residual });
+      if (tokens > 1) for (const t of [qIn, kIn, vIn]) t.dispose();
+    });
+  }
+
+  function stepBuffers(): StepBuffers {
+    if (step !== null) return step;
+    const state = Tensor.empty([3], 'i32', 'cuda');
+    const logits = Tensor.empty([1, vocabSize], dtype, 'cuda');
+    step = {
+      state,
+      id: state.slice(0, 1),
+      position: state.slice(1, 2),
+      length: state.slice(2, 3),
+      residual: Tensor.empty([1, hidden], dtype, 'cuda'),
+      x: Tensor.empty([1, hidden], dtype, 'cuda'),
+      qkv: Tensor.empty([1, (H + 2 * KV) * D], dtype, 'cuda'),
+      q: Tensor.empty([1, H, D], dtype, 'cuda'),
+      k: Tensor.empty([1, KV, D], dtype, 'cuda'),
+      attn: Tensor.empty([1, H, D], dtype, 'cuda'),
+      o: Tensor.empty([1, hidden], dtype, 'cuda'),
+      mlp: Tensor.empty([1, hidden], dtype, 'cuda'),
+      logits,
+      next: Tensor.empty([], 'i32', 'cuda'),
+    };
+    return step;
+  }
+
+  /** The decode step on the step buffers: embed `state.id`, the layers, LM head, argmax into `next`. */
+  function decodeStep(): void {
+    const b = stepBuffers();
+    embedding(b.id, embed, { out: b.residual });
+    runLayers(table.modules, b, 1, 0, b.length);
+    linear(b.x, lmHead, { out: b.logits });
+    argmax(b.logits.reshape([vocabSize]).slice(0, vocabLimit), { out: b.next });
+  }
+
+  /** Runs one decode step at `position` through the captured graph (capturing it on first use). */
+  function decode(id: number, position: number): StepBuffers {
+    const b = stepBuffers();
+    b.state.copyFrom(Tensor.fromStorage(Int32Array.of(id, position, position + 1), [3], 'i32'));
+    if (graph === null) {
+      decodeStep(); // eager first: warms the allocator's cache and any lazily built kernel state
+      graph = CudaGraph.capture(decodeStep);
+    } else {
+      graph.replay();
+    }
+    return b;
+  }
+
+  /** Prefill of `ids` at `start…`: fills the cache; returns the last position's logits `[1, vocab]` (a new tensor). */
+  function prefill(ids: readonly number[], start: number): T {
+    const n = ids.length;
+    const positions = Tensor.fromStorage(
+      Int32Array.from(ids, (_, i) => start + i),
+      [n],
+      'i32',
+    ).to('cuda');
+    const residual = embedding(ids, embed);
+    const buffers = {
+      position: positions,
+      residual,
+      x: Tensor.empty([n, hidden], dtype, 'cuda'),
+      q: Tensor.empty([n, H, D], dtype, 'cuda'),
+      k: Tensor.empty([n, KV, D], dtype, 'cuda'),
+      attn: Tensor.empty([n, H, D], dtype, 'cuda'),
+      o: Tensor.empty([n, hidden], dtype, 'cuda'),
+      mlp: Tensor.empty([n, hidden], dtype, 'cuda'),
+    };
+    try {
+      runLayers(table.modules, { ...buffers, qkv: null }, n, start, null);
+      return linear(buffers.x.slice(n - 1), lmHead);
+    } finally {
+      for (const t of Object.values(buffers)) t.dispose();
+    }
+  }
+
+  /** Runs `ids` at `start…`; returns the logits of the last one: the step's buffer, or a new tensor (`owned`). */
+  function forward(
+    ids: readonly number[],
+    start: number,
+  ): { logits: T; owned: boolean; greedy: () => number } {
+    checkForwardArgs(op, config, maxContext, filled, ids, start);
+    if (ids.length === 1) {
+      const b = decode(ids[0]!, start);
+      filled = start + 1;
+      return { logits: b.logits, owned: false, greedy: () => b.next.item() };
+    }
+    const logits = prefill(ids, start);
+    filled = start + ids.length;
+    return {
+      logits,
+      owned: true,
+      greedy: () => argmax(logits.reshape([vocabSize]).slice(0, vocabLimit)).item(),
+    };
+  }
+
+  const engine: Engine = {
+    name: 'layered',
+    config,
+    dtype,
+    maxContext,
+    logits(ids, start) {
+      live('logits');
+      const r = forward(ids, start);
+      try {
+        return r.logits.to('f32').to('cpu').data as Float32Array;
+      } finally {
+        if (r.owned) r.logits.dispose();
+      }
+    },
+    next(ids, start, sampling: SamplingParams, stepIndex) {
+      live('next');
+      checkSampling(op, sampling);
+      const r = forward(ids, start);
+      try {
+        if (sampling.temperature === 0) return r.greedy();
+        const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
+        return sample(row, {
+          temperature: sampling.temperature,
+          topK: sampling.topK,
+          topP: sampling.topP,
+          seed: stepSeed(sampling.seed, stepIndex),
+        }).item();
+      } finally {
+        if (r.owned) r.logits.dispose();
+      }
+    },
+    variants: () => listVariants(),
+    patch(spec: PatchSpec) {
+      live('patch');
+      const previous = table;
+      table = resolvePatch(table, spec);
+      invalidateGraph();
+      return () => {
+        if (disposed) return;
+        table = previous;
+        invalidateGraph();
+      };
+    },
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      invalidateGraph();
+      if (step !== null) for (const t of Object.values(step)) t.dispose();
+      const seen = new Set<Tensor>();
+      for (const l of layers) for (const t of Object.values(l)) seen.add(t);
+      for (const t of [embed, norm, lmHead, workspace]) seen.add(t);
+      for (const t of seen) t.dispose();
+    },
+  };
+  /** The module names in use (for reports). */
+  Object.defineProperty(engine, 'modules', { get: () => ({ ...table.names }) as Record<ModuleKind, string> });
+  return engine;
+
+  function invalidateGraph(): void {
+    graph?.dispose();
+    graph = null;
+  }
+}

@@ -1,0 +1,281 @@
+/**
+ * A running generation: the token loop (prefill, then one decode step per token, yielding to the event loop in
+ * between so abort signals and Ctrl-C are seen) and the `Generation` object that streams its text.
+ */
+import { pickToken } from '../engine/sampling.js';
+import { QkAbortError, QkBusyError } from '../errors.js';
+import type { Engine, Qwen3Tokenizer, SamplingParams } from '../types.js';
+import type { Turn } from './queue.js';
+import { StopStringFilter } from './stop-strings.js';
+
+/**
+ * Why a generation ended: a stop token (`'stop'`), a user stop string (`'stop-string'`), `maxTokens` reached
+ * (`'length'`), the context full before `maxTokens` (`'context'`), or the consumer leaving its `for await` loop
+ * early (`'cancelled'`). An abort is not a finish reason: it rejects with `QkAbortError`.
+ */
+export type FinishReason = 'stop' | 'stop-string' | 'length' | 'context' | 'cancelled';
+
+/** Measurements of one generation. Times are wall-clock milliseconds. */
+export interface GenerationStats {
+  /** Tokens of the prompt (for chat: of the whole rendered conversation). */
+  readonly promptTokens: number;
+  /** Tokens the model produced, a final stop token included (so it can exceed `ids.length` by one). */
+  readonly generatedTokens: number;
+  /** The effective token limit: `maxTokens`, or less when the prompt left less room in the context. */
+  readonly maxTokens: number;
+  /** Time spent waiting for earlier generations on the same model. */
+  readonly queuedMs: number;
+  /** The prompt's forward pass, which also picks the first token. */
+  readonly prefillMs: number;
+  /** From the call to `generate()`/`chat()` to the first token: tokenising, queueing and prefill. */
+  readonly timeToFirstTokenMs: number;
+  /** From the first token to the last: `generatedTokens − 1` decode steps. */
+  readonly decodeMs: number;
+  /** `(generatedTokens − 1) / decodeMs`, per second; 0 when fewer than two tokens were produced. */
+  readonly decodeTokensPerSecond: number;
+  readonly finishReason: FinishReason;
+}
+
+/** What a finished generation produced. */
+export interface GenerationResult {
+  /** The generated text, without a stop token's text and cut before a user stop string. */
+  readonly text: string;
+  /**
+   * The generated ids, without a final stop token. A user stop string cuts the text but not the ids: they
+   * include the tokens that spelled it.
+   */
+  readonly ids: readonly number[];
+  readonly stats: GenerationStats;
+}
+
+/** Where a producer delivers text, and how it learns that the consumer left. */
+export interface GenerationSink {
+  push(chunk: string): void;
+  /** True once every iterator that was reading left its loop early (`break`, `return`, a thrown error). */
+  readonly cancelled: boolean;
+}
+
+/**
+ * The text of a generation as it is produced: iterate it (`for await (const chunk of generation)`) for chunks,
+ * or await {@link Generation.result} for the whole text, ids and stats. The iterator's final (`done`) value is
+ * that same result. The work starts when the generation is created, whether or not anyone reads it; each new
+ * iterator replays the chunks from the beginning. Leaving a `for await` loop early cancels the generation
+ * (`finishReason: 'cancelled'`).
+ */
+export class Generation implements AsyncIterable<string> {
+  /** Resolves when the generation ends; rejects with its error (`QkAbortError`, `QkBusyError`, …). */
+  readonly result: Promise<GenerationResult>;
+  readonly #chunks: string[] = [];
+  #state: 'running' | 'done' | 'failed' = 'running';
+  #value: GenerationResult | undefined;
+  #error: unknown;
+  #wakers: (() => void)[] = [];
+  #cancelled = false;
+
+  /**
+   * Runs `producer` (on the next microtask) with a sink for its chunks. `Qwen3Model.generate` and `chat` create
+   * generations; wrap your own producer to give other sources the same streaming interface.
+   */
+  constructor(producer: (sink: GenerationSink) => Promise<GenerationResult>) {
+    const self = this;
+    const sink: GenerationSink = {
+      push(chunk) {
+        if (chunk.length === 0) return;
+        self.#chunks.push(chunk);
+        self.#wake();
+      },
+      get cancelled() {
+        return self.#cancelled;
+      },
+    };
+    this.result = Promise.resolve()
+      .then(() => producer(sink))
+      .then(
+        (value) => {
+          this.#value = value;
+          this.#state = 'done';
+          this.#wake();
+          return value;
+        },
+        (error: unknown) => {
+          this.#error = error;
+          this.#state = 'failed';
+          this.#wake();
+          throw error;
+        },
+      );
+    // Iterating users see the error from the iterator; without this, an unawaited `result` would crash the process.
+    this.result.catch(() => {});
+  }
+
+  #wake(): void {
+    const wakers = this.#wakers;
+    this.#wakers = [];
+    for (const wake of wakers) wake();
+  }
+
+  /** The text chunks, then (as the iterator's return value) the {@link GenerationResult}. */
+  async *[Symbol.asyncIterator](): AsyncGenerator<string, GenerationResult, undefined> {
+    let next = 0;
+    let completed = false;
+    try {
+      for (;;) {
+        while (next < this.#chunks.length) yield this.#chunks[next++]!;
+        if (this.#state !== 'running') break;
+        await new Promise<void>((wake) => this.#wakers.push(wake));
+      }
+      completed = true;
+      if (this.#state === 'failed') throw this.#error;
+      return this.#value!;
+    } finally {
+      if (!completed) this.#cancelled = true;
+    }
+  }
+}
+
+/** Everything the token loop needs from its model, fixed when `generate()` is called. */
+export interface GenerationJob {
+  readonly engine: Engine;
+  readonly tokenizer: Pick<Qwen3Tokenizer, 'createStream'>;
+  readonly stopIds: ReadonlySet<number>;
+  /** Ids at or above this are rows of the embedding that the tokenizer has no token for; they are never chosen. */
+  readonly textVocabSize: number;
+  readonly promptIds: readonly number[];
+  /** The effective limit (already clamped to the context). */
+  readonly maxTokens: number;
+  /** True when `maxTokens` was clamped to the room left in the context. */
+  readonly contextLimited: boolean;
+  readonly sampling: SamplingParams;
+  readonly stop: readonly string[];
+  readonly signal: AbortSignal | undefined;
+  /** This generation's place in its model's queue, taken when `generate()` was called. */
+  readonly turn: Turn;
+  readonly isDisposed: () => boolean;
+  /** `performance.now()` when `generate()` was called. */
+  readonly calledAt: number;
+}
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function disposedError(): QkBusyError {
+  return new QkBusyError('model was disposed; load it again with loadQwen3() to generate more.');
+}
+
+function throwIfInterrupted(job: GenerationJob): void {
+  if (job.isDisposed()) throw disposedError();
+  if (job.signal?.aborted) throw new QkAbortError('generation', job.signal.reason);
+}
+
+/** Waits for this generation's turn on the model, giving up early when the signal fires. */
+async function waitForTurn(job: GenerationJob): Promise<() => void> {
+  const { signal, turn } = job;
+  if (signal === undefined) {
+    await turn.ready;
+    return turn.release;
+  }
+  let onAbort: (() => void) | undefined;
+  try {
+    await Promise.race([
+      turn.ready,
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(new QkAbortError('generation', signal.reason));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+    return turn.release;
+  } catch (e) {
+    turn.release();
+    throw e;
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * The engine's pick for the token after `ids`. The embedding usually has more rows than the tokenizer has tokens
+ * (151936 against 151669 for Qwen3): those padding rows are untrained in real checkpoints, but random weights pick
+ * them now and then. Engines built by `loadQwen3` mask them (`vocabLimit`); for any other engine that returns one,
+ * the step runs again for its logits and the token is drawn with the padding masked, by the same rule and seed, so
+ * the text never holds an id that cannot be printed.
+ */
+function nextToken(job: GenerationJob, ids: readonly number[], start: number, step: number): number {
+  const token = job.engine.next(ids, start, job.sampling, step);
+  if (token < job.textVocabSize || job.stopIds.has(token)) return token;
+  const logits = job.engine.logits(ids, start);
+  logits.fill(-Infinity, job.textVocabSize);
+  return pickToken(logits, job.sampling, step);
+}
+
+/** The token loop of one generation: waits its turn, prefills, decodes until a finish reason, streams to `sink`. */
+export async function runGeneration(job: GenerationJob, sink: GenerationSink): Promise<GenerationResult> {
+  const enqueuedAt = performance.now();
+  const release = await waitForTurn(job);
+  try {
+    throwIfInterrupted(job);
+    const { promptIds } = job;
+    const stream = job.tokenizer.createStream();
+    const filter = new StopStringFilter(job.stop);
+    const ids: number[] = [];
+    let text = '';
+    const emit = (chunk: string) => {
+      text += chunk;
+      sink.push(chunk);
+    };
+    const startedAt = performance.now();
+    let token = nextToken(job, promptIds, 0, 0);
+    const firstAt = performance.now();
+    let lastAt = firstAt;
+    let produced = 1;
+    let finishReason: FinishReason;
+    for (;;) {
+      if (job.stopIds.has(token)) {
+        finishReason = 'stop';
+        break;
+      }
+      ids.push(token);
+      const filtered = filter.push(stream.push(token));
+      emit(filtered.text);
+      if (filtered.stopped) {
+        finishReason = 'stop-string';
+        break;
+      }
+      if (ids.length >= job.maxTokens) {
+        finishReason = job.contextLimited ? 'context' : 'length';
+        break;
+      }
+      await yieldToEventLoop();
+      throwIfInterrupted(job);
+      if (sink.cancelled) {
+        finishReason = 'cancelled';
+        break;
+      }
+      token = nextToken(job, [token], promptIds.length + ids.length - 1, ids.length);
+      lastAt = performance.now();
+      produced++;
+    }
+    if (finishReason !== 'stop-string') {
+      const tail = filter.end(stream.flush());
+      emit(tail.text);
+      if (tail.stopped) finishReason = 'stop-string';
+    }
+    const decodeMs = lastAt - firstAt;
+    return {
+      text,
+      ids,
+      stats: {
+        promptTokens: promptIds.length,
+        generatedTokens: produced,
+        maxTokens: job.maxTokens,
+        queuedMs: startedAt - enqueuedAt,
+        prefillMs: firstAt - startedAt,
+        timeToFirstTokenMs: firstAt - job.calledAt,
+        decodeMs,
+        decodeTokensPerSecond: produced > 1 && decodeMs > 0 ? ((produced - 1) / decodeMs) * 1000 : 0,
+        finishReason,
+      },
+    };
+  } finally {
+    release();
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * `@qk/qwen3`: Qwen3 for Node.js. Load a Hugging Face checkpoint (or a preset with random weights), run it on the
+ * CPU reference engine or the CUDA engines, and generate or chat with streaming, stop strings and abort.
+ *
+ * ```ts
+ * import { loadQwen3 } from '@qk/qwen3';
+ * const model = await loadQwen3('/models/Qwen3-0.6B');
+ * for await (const chunk of model.chat([{ role: 'user', content: 'Hi!' }])) process.stdout.write(chunk);
+ * model.dispose();
+ * ```
+ */
+
+export {
+  bundledTokenizerDir,
+  type CheckpointDescription,
+  describeCheckpoint,
+  disposeWeights,
+  type ExpectedTensor,
+  expectedTensors,
+  INIT_STD,
+  type LoadProgress,
+  type LoadWeightsOptions,
+  loadWeights,
+  type RandomCheckpointSummary,
+  type RandomWeightsOptions,
+  randomWeights,
+  TOKENIZER_FILES,
+  type WriteRandomCheckpointOptions,
+  writeRandomCheckpoint,
+} from './checkpoint/index.js';
+export {
+  type Comparison,
+  compareTeacherForced,
+  type ReferenceRun,
+  readReference,
+  type StepComparison,
+} from './compare.js';
+export { configToHfJson, isPresetName, PRESETS, parameterCount, parseQwen3Config } from './config.js';
+export {
+  type CpuEngineOptions,
+  checkEngineAvailable,
+  createCpuEngine,
+  createEngine,
+  defaultEngine,
+  ENGINE_NAMES,
+  ENGINE_PLACEMENT,
+  type EngineOptions,
+  type EnginePlacement,
+  isEngineName,
+} from './engine/index.js';
+export { createLayeredEngine, type LayeredEngineOptions } from './engine/layered.js';
+export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';
+export {
+  QkAbortError,
+  QkBusyError,
+  QkCheckpointError,
+  QkConfigError,
+  QkContextError,
+  QkTokenizerError,
+} from './errors.js';
+export {
+  type FinishReason,
+  Generation,
+  type GenerationResult,
+  type GenerationSink,
+  type GenerationStats,
+} from './generation/generation.js';
+export {
+  DEFAULT_MAX_TOKENS,
+  type GenerateOptions,
+  QWEN3_SAMPLING_DEFAULTS,
+  type SamplingDefaults,
+} from './generation/options.js';
+export {
+  type ChatOptions,
+  DEFAULT_MAX_CONTEXT,
+  type LoadOptions,
+  loadQwen3,
+  Qwen3Model,
+  type Qwen3ModelParts,
+} from './model.js';
+export {
+  type Checkpoint,
+  type CheckpointTensorInfo,
+  openCheckpoint,
+  openSafetensors,
+  type SafetensorsDType,
+  type SafetensorsFile,
+  type SafetensorsTensorInfo,
+  type TensorSource,
+  type WritableTensor,
+  type WriteSafetensorsOptions,
+  type WriteShardedOptions,
+  writeSafetensors,
+  writeShardedSafetensors,
+} from './safetensors/index.js';
+export {
+  bundledTokenizerFiles,
+  type LoadTokenizerOptions,
+  loadTokenizer,
+  TOKENIZER_DIR_ENV,
+  type TokenizerFiles,
+} from './tokenizer/index.js';
+export type {
+  ChatMessage,
+  ChatTemplateOptions,
+  Engine,
+  EngineName,
+  LayerWeights,
+  ModuleKind,
+  PatchSpec,
+  PresetName,
+  Qwen3Config,
+  Qwen3Tokenizer,
+  Qwen3Weights,
+  SamplingParams,
+  TextStream,
+} from './types.js';

@@ -1,0 +1,390 @@
+/**
+ * `loadQwen3` and `Qwen3Model`: a config, weights on an engine and a tokenizer, put together so that generating
+ * and chatting take one call each.
+ */
+import { readFile, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { type FloatDType, isFloatDType, QkIndexError, QkValueError } from '@qk/ops';
+import { disposeWeights, type LoadProgress, loadWeights, randomWeights } from './checkpoint/index.js';
+import { isPresetName, PRESETS, parseQwen3Config } from './config.js';
+import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
+import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
+import { Generation, type GenerationJob, runGeneration } from './generation/generation.js';
+import {
+  type GenerateOptions,
+  QWEN3_SAMPLING_DEFAULTS,
+  type ResolvedGenerateOptions,
+  readGenerationConfig,
+  resolveGenerateOptions,
+  type SamplingDefaults,
+} from './generation/options.js';
+import { TurnQueue } from './generation/queue.js';
+import { loadTokenizer } from './tokenizer/index.js';
+import type {
+  ChatMessage,
+  ChatTemplateOptions,
+  Engine,
+  EngineName,
+  ModuleKind,
+  PatchSpec,
+  Qwen3Config,
+  Qwen3Tokenizer,
+  Qwen3Weights,
+} from './types.js';
+
+/** Options of {@link loadQwen3}. */
+export interface LoadOptions {
+  /** Which engine runs the model. Default `defaultEngine()`: `'layered'` with a usable GPU, else `'cpu'`. */
+  readonly engine?: EngineName;
+  /**
+   * Dtype of the weights. Default: the engine's (`'bf16'` for `'layered'`; `'f32'` for `'cpu'`, which computes in
+   * float32 whatever the weights' dtype, so `'bf16'` there means bf16-rounded weights).
+   */
+  readonly dtype?: FloatDType;
+  /**
+   * KV-cache rows: the longest prompt + generation. Default `min(config.maxPositionEmbeddings, 4096)`; at most
+   * `config.maxPositionEmbeddings`.
+   */
+  readonly maxContext?: number;
+  /** Seed of a preset's random weights (a non-negative safe integer). Default 0. Ignored for directories. */
+  readonly seed?: number;
+  /** Called after each tensor is loaded (or made, for a preset). */
+  readonly onLoadProgress?: (progress: LoadProgress) => void;
+  /** Aborts the load: the promise rejects with `QkAbortError` and nothing loaded is leaked. */
+  readonly signal?: AbortSignal;
+}
+
+/** Options of {@link Qwen3Model.chat}: generation options plus the chat template's switches. */
+export type ChatOptions = GenerateOptions & ChatTemplateOptions;
+
+/** The parts of a {@link Qwen3Model}, for wrapping an engine and tokenizer of your own. */
+export interface Qwen3ModelParts {
+  readonly config: Qwen3Config;
+  readonly tokenizer: Qwen3Tokenizer;
+  /** Owned by the model from now on: `dispose()` disposes it. */
+  readonly engine: Engine;
+  /** Whether the weights are random (a preset). Default false. */
+  readonly randomWeights?: boolean;
+  /** Where the model came from: a preset name or a directory. Default `'custom'`. */
+  readonly source?: string;
+  /** What generation options default to. Default {@link QWEN3_SAMPLING_DEFAULTS}. */
+  readonly samplingDefaults?: SamplingDefaults;
+  /** Ids that end generation besides `tokenizer.stopIds` and `config.eosTokenIds`. Default none. */
+  readonly stopIds?: readonly number[];
+}
+
+function checkTokenizerFits(tokenizer: Qwen3Tokenizer, config: Qwen3Config): void {
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new QkTokenizerError(
+      `the tokenizer knows ${tokenizer.vocabSize} tokens but the model only ${config.vocabSize}; use the checkpoint's own tokenizer.json and tokenizer_config.json.`,
+    );
+  }
+}
+
+/** Default context when the caller gives none: enough for chat, without a 40k-row cache per model. */
+export const DEFAULT_MAX_CONTEXT = 4096;
+
+/**
+ * A loaded Qwen3: generate text from a prompt or chat over a message history, streaming either way. Generations
+ * on one model take turns (one KV cache): a second call waits for the first to finish. Each generation starts
+ * the cache afresh at position 0.
+ */
+export class Qwen3Model {
+  readonly config: Qwen3Config;
+  readonly tokenizer: Qwen3Tokenizer;
+  /** Name of the engine running the forward pass. */
+  readonly engine: EngineName;
+  /** KV-cache rows: prompt + generated tokens never exceed this. */
+  readonly maxContext: number;
+  /** True when the weights are random (a preset): the text is meaningless. */
+  readonly randomWeights: boolean;
+  /** The preset name or directory the model came from. */
+  readonly source: string;
+  /** What {@link GenerateOptions}' sampling options default to. */
+  readonly samplingDefaults: SamplingDefaults;
+  /** Every id that ends a generation. */
+  readonly stopIds: ReadonlySet<number>;
+  readonly #engine: Engine;
+  readonly #queue = new TurnQueue();
+  #disposed = false;
+
+  /** @throws QkTokenizerError when the tokenizer has more tokens than the model's vocabulary. */
+  constructor(parts: Qwen3ModelParts) {
+    checkTokenizerFits(parts.tokenizer, parts.config);
+    this.config = parts.config;
+    this.tokenizer = parts.tokenizer;
+    this.#engine = parts.engine;
+    this.engine = parts.engine.name;
+    this.maxContext = parts.engine.maxContext;
+    this.randomWeights = parts.randomWeights ?? false;
+    this.source = parts.source ?? 'custom';
+    this.samplingDefaults = parts.samplingDefaults ?? QWEN3_SAMPLING_DEFAULTS;
+    this.stopIds = new Set([
+      ...parts.tokenizer.stopIds,
+      ...parts.config.eosTokenIds,
+      ...(parts.stopIds ?? []),
+    ]);
+  }
+
+  /** True after {@link Qwen3Model.dispose}. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  #checkLive(op: string): void {
+    if (this.#disposed) throw new QkBusyError(`${op}: model was disposed; load it again with loadQwen3().`);
+  }
+
+  /**
+   * Generates a continuation of `promptOrIds` (text, tokenised as is, or token ids). Argument problems throw
+   * here, before anything runs; problems while running reject the iterator and `result`.
+   *
+   * @throws QkContextError when the prompt is empty or leaves no room in the context.
+   * @throws QkValueError / QkIndexError for an option out of range or an id outside the vocabulary.
+   * @throws QkBusyError after `dispose()`.
+   */
+  generate(promptOrIds: string | readonly number[], options?: GenerateOptions): Generation {
+    const op = 'Qwen3Model.generate';
+    const calledAt = performance.now();
+    this.#checkLive(op);
+    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults);
+    let ids: readonly number[];
+    if (typeof promptOrIds === 'string') ids = this.tokenizer.encode(promptOrIds);
+    else if (Array.isArray(promptOrIds)) ids = this.#checkIds(op, promptOrIds);
+    else throw new QkValueError(op, 'promptOrIds', 'must be a string or an array of token ids.');
+    return this.#start(ids, resolved, calledAt);
+  }
+
+  /**
+   * Answers the last message of `messages` (rendered with the chat template, the whole history every call):
+   * the assistant's reply, streamed. `enableThinking` (default true) lets Qwen3 think in a `<think>` block first.
+   *
+   * @throws QkValueError for an empty or malformed message list; see also {@link Qwen3Model.generate}.
+   */
+  chat(messages: readonly ChatMessage[], options?: ChatOptions): Generation {
+    const op = 'Qwen3Model.chat';
+    const calledAt = performance.now();
+    this.#checkLive(op);
+    if (!Array.isArray(messages) || messages.length === 0) {
+      throw new QkValueError(op, 'messages', 'must be a non-empty array of { role, content } messages.');
+    }
+    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults);
+    const text = this.tokenizer.applyChatTemplate(messages, {
+      addGenerationPrompt: options?.addGenerationPrompt ?? true,
+      enableThinking: options?.enableThinking ?? true,
+    });
+    return this.#start(this.tokenizer.encode(text), resolved, calledAt);
+  }
+
+  #checkIds(op: string, ids: readonly number[]): readonly number[] {
+    const vocab = this.config.vocabSize;
+    ids.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id >= vocab) {
+        throw new QkIndexError(
+          op,
+          'promptOrIds',
+          id,
+          vocab,
+          `at index ${i}: token ids must be integers within the vocabulary`,
+        );
+      }
+    });
+    return [...ids];
+  }
+
+  #start(promptIds: readonly number[], options: ResolvedGenerateOptions, calledAt: number): Generation {
+    if (promptIds.length === 0) {
+      throw new QkContextError('the prompt is empty; give at least one token of text to continue from.');
+    }
+    const room = this.maxContext - promptIds.length;
+    if (room < 1) {
+      throw new QkContextError(
+        `the prompt has ${promptIds.length} tokens but the context holds ${this.maxContext}, leaving no room to generate; shorten the prompt or load the model with a larger maxContext (at most ${this.config.maxPositionEmbeddings}).`,
+      );
+    }
+    const job: GenerationJob = {
+      engine: this.#engine,
+      tokenizer: this.tokenizer,
+      stopIds: this.stopIds,
+      textVocabSize: this.tokenizer.vocabSize,
+      promptIds,
+      maxTokens: Math.min(options.maxTokens, room),
+      contextLimited: options.maxTokens > room,
+      sampling: options.sampling,
+      stop: options.stop,
+      signal: options.signal,
+      turn: this.#queue.enter(),
+      isDisposed: () => this.#disposed,
+      calledAt,
+    };
+    return new Generation((sink) => runGeneration(job, sink));
+  }
+
+  /** The built-in variants per module kind of a patchable engine (`layered`). @throws QkValueError otherwise. */
+  variants(): Readonly<Record<ModuleKind, readonly string[]>> {
+    this.#checkLive('Qwen3Model.variants');
+    if (this.#engine.variants === undefined) throw this.#notPatchable('Qwen3Model.variants');
+    return this.#engine.variants();
+  }
+
+  /**
+   * Swaps module implementations of a patchable engine (`layered`); returns a function that restores them.
+   *
+   * @throws QkValueError when the engine has no swappable modules (`cpu`).
+   * @throws QkBusyError while a generation is running or queued: patching mid-generation would mix two models.
+   */
+  patch(spec: PatchSpec): () => void {
+    this.#checkLive('Qwen3Model.patch');
+    if (this.#engine.patch === undefined) throw this.#notPatchable('Qwen3Model.patch');
+    if (this.#queue.size > 0) {
+      throw new QkBusyError(
+        'cannot patch while a generation is running or queued; await their results first.',
+      );
+    }
+    return this.#engine.patch(spec);
+  }
+
+  #notPatchable(op: string): QkValueError {
+    return new QkValueError(
+      op,
+      'engine',
+      `is "${this.engine}", which has no swappable modules; load the model with engine "layered" to patch it.`,
+    );
+  }
+
+  /**
+   * Frees the engine's weights and cache. A running generation ends at its next token with `QkBusyError`, queued
+   * ones reject likewise, and later calls throw. Calling it twice is harmless.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#engine.dispose();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+async function readConfig(dir: string): Promise<Qwen3Config> {
+  const file = join(dir, 'config.json');
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new QkCheckpointError(
+      missing
+        ? 'is missing; a Hugging Face Qwen3 checkpoint directory holds config.json beside its *.safetensors.'
+        : `cannot be read (${(e as Error).message}).`,
+      file,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new QkCheckpointError(`is not valid JSON (${(e as Error).message}).`, file);
+  }
+  return parseQwen3Config(json, file);
+}
+
+function resolveMaxContext(config: Qwen3Config, requested: number | undefined): number {
+  const limit = config.maxPositionEmbeddings;
+  const value = requested ?? Math.min(limit, DEFAULT_MAX_CONTEXT);
+  if (!Number.isSafeInteger(value) || value < 1 || value > limit) {
+    throw new QkValueError(
+      'loadQwen3',
+      'maxContext',
+      `must be an integer in [1, ${limit}] (the model's max_position_embeddings), got ${value}.`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Loads a Qwen3 model. `dirOrPreset` is a preset name (`'tiny'`, `'0.6b'`, `'1.7b'`, `'4b'`, `'8b'`, `'14b'`,
+ * `'32b'`: deterministic random weights made in memory, with the bundled tokenizer; the text is meaningless) or a
+ * Hugging Face Qwen3 checkpoint directory (`config.json`, `*.safetensors`, and its tokenizer files when present,
+ * else the bundled tokenizer; `generation_config.json` supplies the sampling defaults). Preset names win: write
+ * `./tiny` for a directory called `tiny`.
+ *
+ * @throws QkCheckpointError for a missing or broken checkpoint; QkConfigError for a config qk cannot run;
+ *   QkValueError / QkDeviceError for an engine that cannot run here; QkAbortError when `signal` fires.
+ */
+export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}): Promise<Qwen3Model> {
+  const op = 'loadQwen3';
+  if (typeof dirOrPreset !== 'string' || dirOrPreset.length === 0) {
+    throw new QkValueError(
+      op,
+      'dirOrPreset',
+      'must be a preset name (tiny, 0.6b, …) or a checkpoint directory.',
+    );
+  }
+  const engineName = options.engine ?? defaultEngine();
+  checkEngineAvailable(engineName, op);
+  const placement = ENGINE_PLACEMENT[engineName];
+  const dtype = options.dtype ?? placement.dtype;
+  if (!isFloatDType(dtype))
+    throw new QkValueError(op, 'dtype', `must be "bf16", "f16" or "f32", got ${JSON.stringify(dtype)}.`);
+  const seed = options.seed ?? 0;
+  if (!Number.isSafeInteger(seed) || seed < 0) {
+    throw new QkValueError(op, 'seed', `must be a non-negative safe integer, got ${seed}.`);
+  }
+  const { signal, onLoadProgress: onProgress } = options;
+  const preset = isPresetName(dirOrPreset);
+  if (!preset && !(await isDirectory(dirOrPreset))) {
+    throw new QkCheckpointError(
+      `is neither a preset (${Object.keys(PRESETS).join(', ')}) nor a directory; pass a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors).`,
+      dirOrPreset,
+    );
+  }
+  const dir = preset ? undefined : resolve(dirOrPreset);
+  const config = preset ? PRESETS[dirOrPreset] : await readConfig(dir!);
+  const maxContext = resolveMaxContext(config, options.maxContext);
+  const generationConfig = dir === undefined ? undefined : await readGenerationConfig(dir);
+  const tokenizer = await loadTokenizer({
+    ...(dir === undefined ? {} : { dir }),
+    eosTokenIds: config.eosTokenIds,
+  });
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new QkTokenizerError(
+      `the tokenizer knows ${tokenizer.vocabSize} tokens but the model only ${config.vocabSize}; put the checkpoint's own tokenizer.json and tokenizer_config.json in ${dir ?? 'the model directory'}.`,
+    );
+  }
+  const loadOptions = {
+    dtype,
+    device: placement.device,
+    ...(onProgress === undefined ? {} : { onProgress }),
+    ...(signal === undefined ? {} : { signal }),
+  };
+  const weights: Qwen3Weights = preset
+    ? await randomWeights(config, { ...loadOptions, seed })
+    : await loadWeights(dir!, config, loadOptions);
+  let engine: Engine;
+  try {
+    if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);
+    engine = createEngine(engineName, config, weights, { maxContext, vocabLimit: tokenizer.vocabSize });
+  } catch (e) {
+    disposeWeights(weights);
+    throw e;
+  }
+  return new Qwen3Model({
+    config,
+    tokenizer,
+    engine,
+    randomWeights: preset,
+    source: preset ? dirOrPreset : dir!,
+    samplingDefaults: generationConfig?.sampling ?? QWEN3_SAMPLING_DEFAULTS,
+    stopIds: generationConfig?.eosTokenIds ?? [],
+  });
+}

@@ -1,0 +1,169 @@
+/**
+ * The layered CUDA engine against the cpu engine on the same random weights: prefill logits, decode through the
+ * captured graph (positions past the prefill, so the device-side length and KV append are exercised), every
+ * patch variant, user-function patches and undo, repeatability, and bad input. GPU only: skipped, visibly,
+ * where no GPU is usable.
+ */
+import * as cudaCore from '@qk/cuda-core';
+import {
+  cudaAvailable,
+  type FloatDType,
+  QkDisposedError,
+  QkValueError,
+  Tensor,
+  useCudaBackend,
+} from '@qk/ops';
+import { closeness } from '@qk/ops/testing';
+import { describe, expect, it } from 'vitest';
+import { createCpuEngine } from '../src/engine/cpu.js';
+import { createLayeredEngine } from '../src/engine/layered.js';
+import { QkContextError } from '../src/errors.js';
+import type { Engine, Qwen3Config, Qwen3Weights } from '../src/types.js';
+import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+
+useCudaBackend(cudaCore);
+const gpu = cudaAvailable();
+
+function toCuda<D extends FloatDType>(w: Qwen3Weights<D>): Qwen3Weights<D> {
+  const moved = new Map<Tensor, Tensor>();
+  const mv = (t: Tensor<D>) => {
+    let m = moved.get(t);
+    if (m === undefined) moved.set(t, (m = t.to('cuda')));
+    return m as Tensor<D>;
+  };
+  return {
+    embed: mv(w.embed),
+    layers: w.layers.map((l) => Object.fromEntries(Object.entries(l).map(([k, t]) => [k, mv(t)]))) as never,
+    norm: mv(w.norm),
+    lmHead: mv(w.lmHead),
+  };
+}
+
+/** Logits of a prefill of `ids[0..split)` then one decode step per remaining id, per step. */
+function trace(engine: Engine, ids: readonly number[], split: number): Float32Array[] {
+  const out = [engine.logits(ids.slice(0, split), 0)];
+  for (let p = split; p < ids.length; p++) out.push(engine.logits([ids[p]!], p));
+  return out;
+}
+
+function engines(config: Qwen3Config, dtype: 'f32' | 'bf16', seed: number) {
+  const cpu = createCpuEngine(config, randomWeights(config, seed), { maxContext: 64 });
+  const layered = createLayeredEngine(config, toCuda(randomWeights(config, seed, dtype)), { maxContext: 64 });
+  return { cpu, layered };
+}
+
+describe.skipIf(!gpu)('layered engine (CUDA)', () => {
+  const configs: [string, Qwen3Config][] = [
+    ['untied', smallConfig()],
+    ['tied, MHA, odd vocab', smallConfig({ tieWordEmbeddings: true, numKvHeads: 4, vocabSize: 257 })],
+  ];
+  for (const [name, config] of configs) {
+    it(`matches the cpu engine in f32 through prefill and graph decode (${name})`, () => {
+      const { cpu, layered } = engines(config, 'f32', 3);
+      const ids = randomIds(config.vocabSize, 20, 11);
+      const want = trace(cpu, ids, 9);
+      const got = trace(layered, ids, 9);
+      for (let s = 0; s < want.length; s++) {
+        const c = closeness(
+          Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
+          Tensor.fromStorage(want[s]!, [want[s]!.length], 'f32'),
+        );
+        expect(c.relL2, `step ${s}`).toBeLessThan(2e-5);
+        expect(got[s]!.every(Number.isFinite)).toBe(true);
+      }
+      cpu.dispose();
+      layered.dispose();
+    });
+  }
+
+  it('matches in bf16 within bf16 error and agrees on argmax', () => {
+    const config = smallConfig();
+    const { cpu, layered } = engines(config, 'bf16', 5);
+    const ids = randomIds(config.vocabSize, 24, 12);
+    const want = trace(cpu, ids, 8);
+    const got = trace(layered, ids, 8);
+    let agree = 0;
+    for (let s = 0; s < want.length; s++) {
+      const w = Tensor.fromStorage(want[s]!, [want[s]!.length], 'f32');
+      const g = Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32');
+      expect(closeness(g, w).relL2, `step ${s}`).toBeLessThan(3e-2);
+      if (g.toArray().indexOf(Math.max(...g.toArray())) === w.toArray().indexOf(Math.max(...w.toArray())))
+        agree++;
+    }
+    expect(agree / want.length).toBeGreaterThanOrEqual(0.9);
+    cpu.dispose();
+    layered.dispose();
+  });
+
+  it('gives the same logits under every patch variant, and undo restores the default', () => {
+    const config = smallConfig();
+    const { cpu, layered } = engines(config, 'f32', 7);
+    const ids = randomIds(config.vocabSize, 14, 13);
+    const base = trace(layered, ids, 6);
+    const variants = layered.variants!();
+    expect(variants.rmsnorm).toEqual(expect.arrayContaining(['fused', 'eager']));
+    for (const [kind, names] of Object.entries(variants)) {
+      for (const variant of names) {
+        const undo = layered.patch!({ [kind]: variant });
+        const got = trace(layered, ids, 6);
+        undo();
+        for (let s = 0; s < base.length; s++) {
+          const c = closeness(
+            Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
+            Tensor.fromStorage(base[s]!, [base[s]!.length], 'f32'),
+          );
+          expect(c.relL2, `${kind}=${variant} step ${s}`).toBeLessThan(2e-5);
+        }
+      }
+    }
+    expect(() => layered.patch!({ rmsnorm: 'nonsense' })).toThrow(QkValueError);
+    expect(() => layered.patch!({ nonsense: 'eager' } as never)).toThrow(QkValueError);
+    cpu.dispose();
+    layered.dispose();
+  });
+
+  it('runs a user function patch inside the captured step, and undo removes it', () => {
+    const config = smallConfig();
+    const { cpu, layered } = engines(config, 'f32', 9);
+    const ids = randomIds(config.vocabSize, 10, 14);
+    const base = trace(layered, ids, 5);
+    let calls = 0;
+    const undo = layered.patch!({
+      rmsnorm: (args: { x: Tensor; out: Tensor }) => {
+        calls++;
+        args.out.copyFrom(args.x); // not a norm: the logits must change
+      },
+    } as never);
+    const patched = trace(layered, ids, 5);
+    expect(calls).toBeGreaterThan(0);
+    expect(
+      closeness(
+        Tensor.fromStorage(patched[0]!, [patched[0]!.length], 'f32'),
+        Tensor.fromStorage(base[0]!, [base[0]!.length], 'f32'),
+      ).relL2,
+    ).toBeGreaterThan(1e-2);
+    undo();
+    const restored = trace(layered, ids, 5);
+    expect(restored.map((r) => Array.from(r))).toEqual(base.map((r) => Array.from(r)));
+    cpu.dispose();
+    layered.dispose();
+  });
+
+  it('repeats bit for bit, picks with next() like argmax of logits(), and refuses bad input', () => {
+    const config = smallConfig();
+    const { cpu, layered } = engines(config, 'bf16', 4);
+    const ids = randomIds(config.vocabSize, 12, 15);
+    const a = trace(layered, ids, 4);
+    const b = trace(layered, ids, 4);
+    expect(b.map((r) => Array.from(r))).toEqual(a.map((r) => Array.from(r)));
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const first = layered.next(ids.slice(0, 4), 0, greedy, 0);
+    const logits = layered.logits(ids.slice(0, 4), 0);
+    expect(first).toBe(logits.indexOf(Math.max(...logits)));
+    expect(() => layered.logits([config.vocabSize], 0)).toThrow();
+    expect(() => layered.logits([1], 64)).toThrow(QkContextError);
+    layered.dispose();
+    expect(() => layered.logits([1], 0)).toThrow(QkDisposedError);
+    cpu.dispose();
+  });
+});

@@ -1,0 +1,10 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    reporters: ['default', 'json'],
+    outputFile: { json: 'test-results/vitest.json' },
+    testTimeout: 60_000,
+  },
+});
