@@ -46,7 +46,7 @@ Sampling (defaults: the model's generation_config.json, else temperature 0.6, to
   --seed N           sampling seed (default 0: runs repeat exactly)
   --no-think         Qwen3's non-thinking mode (an empty <think> block)`;
 
-type ModelValues = {
+export type ModelValues = {
   [K in keyof typeof MODEL_OPTIONS]?: (typeof MODEL_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
 };
 

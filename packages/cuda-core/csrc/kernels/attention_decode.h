@@ -16,8 +16,8 @@ namespace qk {
  * The keys are cut into chunks; one block per (KV head, chunk) streams its chunk of K and V once through shared
  * memory and serves every query head of the GQA group, keeping a running max and sum in float32 (online
  * softmax). Each block writes a partial (max, sum, unnormalised acc[head_dim]) per query head to `workspace`;
- * the last block of each head tile to finish merges the chunks in a fixed order (deterministic). With a single chunk
- * every block writes `out` directly. With `kv_len_device` a captured CUDA graph serves every context length up to
+ * a second kernel merges the chunks in a fixed order (deterministic). With a single chunk the first kernel writes
+ * `out` directly. With `kv_len_device` a captured CUDA graph serves every context length up to
  * `kv_len` (the workspace is sized for `kv_len`).
  */
 struct AttentionDecodeArgs {

@@ -32,10 +32,7 @@ constexpr size_t kXSmemBudget = 46 * 1024;
 /** Split-K never cuts a warp's K-slice below this many 16-byte vectors (4 per lane). */
 constexpr int kMinSliceVectors = 128;
 /** Split-K aims for at least this many warps per SM over the whole grid. */
-#ifndef QK_GEMV_TARGET_WARPS_PER_SM
-#define QK_GEMV_TARGET_WARPS_PER_SM 16
-#endif
-constexpr int kTargetWarpsPerSm = QK_GEMV_TARGET_WARPS_PER_SM;
+constexpr int kTargetWarpsPerSm = 16;
 
 enum class Kind { Float, Int8, Int4 };
 

@@ -15,6 +15,17 @@ template <typename T> __device__ __forceinline__ Vec<T> load_vec_shared(const T*
   return out;
 }
 
+/** Sum over the block with a single barrier (the block reduces once, so `scratch` is never rewritten). */
+__device__ __forceinline__ float block_sum_once(float v, float* scratch) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float total = 0.f;
+  const int warps = (blockDim.x + 31) >> 5;
+  for (int w = 0; w < warps; w++) total += scratch[w];
+  return total;
+}
+
 /** 16-byte store marked evict-first (st.global.cs): outputs streamed through L2 rather than kept there. */
 template <typename T> __device__ __forceinline__ void store_vec_stream(T* p, const Vec<T>& v) {
   const uint4 raw = *reinterpret_cast<const uint4*>(&v);
@@ -64,7 +75,7 @@ __global__ void __launch_bounds__(VPT >= 4 ? 256 : 1024) rmsnorm_vec_kernel(T* _
       }
     }
   }
-  const float inv = rsqrtf(block_sum(sum_sq, scratch) / static_cast<float>(n) + eps);
+  const float inv = rsqrtf(block_sum_once(sum_sq, scratch) / static_cast<float>(n) + eps);
 #pragma unroll
   for (int i = 0; i < VPT; i++) {
     const int idx = (threadIdx.x + i * blockDim.x) * V;
