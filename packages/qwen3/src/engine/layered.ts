@@ -22,7 +22,7 @@ import {
   scatterRows,
   Tensor,
 } from '@qk/ops';
-import type { Engine, ModuleKind, PatchSpec, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
+import type { Engine, PatchSpec, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
 import { checkForwardArgs, checkSampling, checkWeightsMatchConfig, stepSeed } from './common.js';
 import { defaultModules, listVariants, type Modules, resolvePatch } from './modules.js';
 
@@ -317,9 +317,11 @@ export function createLayeredEngine(
     logits(ids, start) {
       live('logits');
       const r = forward(ids, start);
+      const f32 = r.logits.to('f32');
       try {
-        return r.logits.to('f32').to('cpu').data as Float32Array;
+        return f32.to('cpu').data as Float32Array;
       } finally {
+        if (f32 !== r.logits) f32.dispose();
         if (r.owned) r.logits.dispose();
       }
     },
@@ -363,8 +365,6 @@ export function createLayeredEngine(
       for (const t of seen) t.dispose();
     },
   };
-  /** The module names in use (for reports). */
-  Object.defineProperty(engine, 'modules', { get: () => ({ ...table.names }) as Record<ModuleKind, string> });
   return engine;
 
   function invalidateGraph(): void {
