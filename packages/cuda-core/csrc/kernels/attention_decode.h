@@ -13,8 +13,8 @@ namespace qk {
  * q `[q_heads, head_dim]`, k and v `[kv_len, kv_heads, head_dim]`, out `[q_heads, head_dim]`; query head h reads
  * KV head h / (q_heads / kv_heads) and attends to all `kv_len` keys: out = softmax(scale · q·Kᵀ) · V.
  *
- * The keys are cut into chunks; one block per (KV head, chunk) streams its chunk of K and V once through shared
- * memory and serves every query head of the GQA group, keeping a running max and sum in float32 (online
+ * The keys are cut into chunks; one block per (KV head, chunk, tile of ≤ 2 query heads) streams its chunk of K and
+ * V through shared memory and serves the query heads of its tile, keeping a running max and sum in float32 (online
  * softmax). Each block writes a partial (max, sum, unnormalised acc[head_dim]) per query head to `workspace`;
  * a second kernel merges the chunks in a fixed order (deterministic). With a single chunk the first kernel writes
  * `out` directly. With `kv_len_device` a captured CUDA graph serves every context length up to
