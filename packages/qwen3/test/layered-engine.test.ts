@@ -60,7 +60,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
   for (const [name, config] of configs) {
     it(`matches the cpu engine in f32 through prefill and graph decode (${name})`, () => {
       const { cpu, layered } = engines(config, 'f32', 3);
-      const ids = randomIds(config.vocabSize, 20, 11);
+      const ids = randomIds(20, config.vocabSize, 11);
       const want = trace(cpu, ids, 9);
       const got = trace(layered, ids, 9);
       for (let s = 0; s < want.length; s++) {
@@ -79,7 +79,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
   it('matches in bf16 within bf16 error and agrees on argmax', () => {
     const config = smallConfig();
     const { cpu, layered } = engines(config, 'bf16', 5);
-    const ids = randomIds(config.vocabSize, 24, 12);
+    const ids = randomIds(24, config.vocabSize, 12);
     const want = trace(cpu, ids, 8);
     const got = trace(layered, ids, 8);
     let agree = 0;
@@ -98,7 +98,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
   it('gives the same logits under every patch variant, and undo restores the default', () => {
     const config = smallConfig();
     const { cpu, layered } = engines(config, 'f32', 7);
-    const ids = randomIds(config.vocabSize, 14, 13);
+    const ids = randomIds(14, config.vocabSize, 13);
     const base = trace(layered, ids, 6);
     const variants = layered.variants!();
     expect(variants.rmsnorm).toEqual(expect.arrayContaining(['fused', 'eager']));
@@ -125,7 +125,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
   it('runs a user function patch inside the captured step, and undo removes it', () => {
     const config = smallConfig();
     const { cpu, layered } = engines(config, 'f32', 9);
-    const ids = randomIds(config.vocabSize, 10, 14);
+    const ids = randomIds(10, config.vocabSize, 14);
     const base = trace(layered, ids, 5);
     let calls = 0;
     const undo = layered.patch!({
@@ -152,7 +152,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
   it('repeats bit for bit, picks with next() like argmax of logits(), and refuses bad input', () => {
     const config = smallConfig();
     const { cpu, layered } = engines(config, 'bf16', 4);
-    const ids = randomIds(config.vocabSize, 12, 15);
+    const ids = randomIds(12, config.vocabSize, 15);
     const a = trace(layered, ids, 4);
     const b = trace(layered, ids, 4);
     expect(b.map((r) => Array.from(r))).toEqual(a.map((r) => Array.from(r)));
@@ -161,7 +161,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     const logits = layered.logits(ids.slice(0, 4), 0);
     expect(first).toBe(logits.indexOf(Math.max(...logits)));
     expect(() => layered.logits([config.vocabSize], 0)).toThrow();
-    expect(() => layered.logits([1], 64)).toThrow(QkContextError);
+    expect(() => layered.logits(randomIds(65, config.vocabSize, 16), 0)).toThrow(QkContextError);
     layered.dispose();
     expect(() => layered.logits([1], 0)).toThrow(QkDisposedError);
     cpu.dispose();

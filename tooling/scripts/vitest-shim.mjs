@@ -1,0 +1,91 @@
+// A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, expect with toBe,
+// toEqual, toBeLessThan, toBeGreaterThan(OrEqual), toThrow, expect.arrayContaining), so gpu-test-bundle.mjs can
+// turn such a file into one script that runs under a bare `node` on a GPU host with no npm (DESIGN.md §5). It is
+// not vitest: it only needs to run our own tests faithfully, and it fails a run in which nothing passed.
+import { isDeepStrictEqual } from 'node:util';
+
+const tests = [];
+let prefix = '';
+export function describe(name, fn) {
+  const p = prefix;
+  prefix = `${p}${name} > `;
+  fn();
+  prefix = p;
+}
+describe.skipIf = (cond) => (name, fn) =>
+  cond ? tests.push({ name: prefix + name, skip: true }) : describe(name, fn);
+export function it(name, fn) {
+  tests.push({ name: prefix + name, fn });
+}
+it.skipIf = (cond) => (name, fn) => (cond ? tests.push({ name: prefix + name, skip: true }) : it(name, fn));
+it.runIf = (cond) => it.skipIf(!cond);
+export const test = it;
+class Arr {
+  constructor(items) {
+    this.items = items;
+  }
+}
+function eq(a, b) {
+  if (b instanceof Arr)
+    return Array.isArray(a) && b.items.every((x) => a.some((y) => isDeepStrictEqual(x, y)));
+  if (b && typeof b === 'object' && !Array.isArray(b)) return Object.keys(b).every((k) => eq(a?.[k], b[k]));
+  return isDeepStrictEqual(a, b);
+}
+export function expect(v, msg = '') {
+  const fail = (what) => {
+    throw new Error(`${msg ? `${msg}: ` : ''}expected ${JSON.stringify(v)?.slice(0, 200)} ${what}`);
+  };
+  return {
+    toBe: (x) => {
+      if (!Object.is(v, x)) fail(`to be ${x}`);
+    },
+    toEqual: (x) => {
+      if (!eq(v, x)) fail('to equal');
+    },
+    toMatch: (re) => {
+      if (!(typeof re === 'string' ? String(v).includes(re) : re.test(String(v)))) fail(`to match ${re}`);
+    },
+    toBeLessThan: (x) => {
+      if (!(v < x)) fail(`< ${x}`);
+    },
+    toBeGreaterThan: (x) => {
+      if (!(v > x)) fail(`> ${x}`);
+    },
+    toBeGreaterThanOrEqual: (x) => {
+      if (!(v >= x)) fail(`>= ${x}`);
+    },
+    toThrow: (cls) => {
+      try {
+        v();
+      } catch (e) {
+        if (cls && !(e instanceof cls))
+          fail(`to throw ${cls.name}, threw ${e?.constructor?.name}: ${e?.message}`);
+        return;
+      }
+      fail('to throw');
+    },
+  };
+}
+expect.arrayContaining = (items) => new Arr(items);
+export async function run() {
+  let passed = 0,
+    failed = 0,
+    skipped = 0;
+  for (const t of tests) {
+    if (t.skip) {
+      skipped++;
+      console.log(`SKIP ${t.name}`);
+      continue;
+    }
+    try {
+      await t.fn();
+      passed++;
+      console.log(`PASS ${t.name}`);
+    } catch (e) {
+      failed++;
+      console.log(`FAIL ${t.name}\n  ${e?.stack ?? e}`);
+    }
+  }
+  console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
+  process.exitCode = failed > 0 || passed === 0 ? 1 : 0;
+}
