@@ -18,6 +18,7 @@ import {
   linear,
   QkDeviceError,
   QkDisposedError,
+  QkValueError,
   sample,
   scatterRows,
   Tensor,
@@ -104,8 +105,14 @@ export function createLayeredEngine(
   }
   checkWeightsMatchConfig(op, config, weights);
   const { maxContext } = options;
+  if (!Number.isSafeInteger(maxContext) || maxContext < 1) {
+    throw new QkValueError(op, 'maxContext', `must be a positive integer, got ${maxContext}.`);
+  }
   const { hiddenSize: hidden, numHeads: H, numKvHeads: KV, headDim: D, vocabSize } = config;
   const vocabLimit = Math.min(options.vocabLimit ?? vocabSize, vocabSize);
+  if (!Number.isSafeInteger(vocabLimit) || vocabLimit < 1) {
+    throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${options.vocabLimit}.`);
+  }
   const dtype = weights.embed.dtype;
   const eps = config.rmsNormEps;
   const theta = config.ropeTheta;
@@ -163,7 +170,7 @@ export function createLayeredEngine(
     start: number,
     kvLength: Tensor<'i32'> | null,
   ): void {
-    const live = kvLength === null ? start + tokens : maxContext;
+    const rows = kvLength === null ? start + tokens : maxContext;
     m.rmsnorm({
       x: b.residual,
       residual: null,
@@ -194,8 +201,8 @@ export function createLayeredEngine(
       scatterRows(layer.vCache, vIn, b.position);
       m.attention({
         q: b.q,
-        k: layer.kCache.slice(0, live),
-        v: layer.vCache.slice(0, live),
+        k: layer.kCache.slice(0, rows),
+        v: layer.vCache.slice(0, rows),
         kvLength,
         positionOffset: start,
         workspace,
