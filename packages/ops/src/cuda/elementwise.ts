@@ -3,7 +3,7 @@
  * the unfused eager baselines (kernels: packages/cuda-core/csrc/kernels/elementwise.cu, rope.cu, swiglu.cu,
  * embedding.cu). The ops validate their arguments before calling these.
  */
-import type { BinaryOp, Broadcast, UnaryOp } from '@qk/cuda-core';
+import type { BinaryOp, Binding, Broadcast, UnaryOp } from '@qk/cuda-core';
 import { DTYPES, type FloatDType } from '../dtype.js';
 import { ropeInvFreq } from '../ops/rope.js';
 import { leadingSize, type Shape } from '../shape.js';
@@ -105,21 +105,26 @@ export function cudaInvFreq(headDim: number, theta: number): Tensor<'f32'> {
 }
 
 /**
- * i32 values (positions, token ids) as a CUDA tensor: a CUDA i32 tensor is used as is (the caller vouches for its
- * values); host values (already validated) are uploaded into a fresh tensor that `release` disposes after the
- * launch (the upload waits for the stream, so graph captures need CUDA tensors).
+ * Launches `fn` with i32 values (positions, token ids) at a device address: a CUDA i32 tensor is used as is (the
+ * caller vouches for its values); host values (already validated) are uploaded into a fresh tensor that is disposed
+ * once the launch is queued (the upload waits for the stream, so graph captures need CUDA tensors).
  */
-export function deviceInt32(values: Int32Array | Tensor<'i32'>): {
-  tensor: Tensor<'i32'>;
-  release(): void;
-} {
-  if (values instanceof Tensor) {
-    if (values.device === 'cuda') return { tensor: values, release: () => {} };
-    const up = values.to('cuda');
-    return { tensor: up, release: () => up.dispose() };
+function launchWithInt32<T>(
+  op: string,
+  values: Int32Array | Tensor<'i32'>,
+  fn: (b: Binding, at: bigint) => T,
+): T {
+  const onDevice = values instanceof Tensor && values.device === 'cuda';
+  const tensor = onDevice
+    ? values
+    : values instanceof Tensor
+      ? values.to('cuda')
+      : Tensor.fromStorage(values, [values.length], 'i32').to('cuda');
+  try {
+    return launch(op, (b) => fn(b, ptr(tensor)));
+  } finally {
+    if (!onDevice) tensor.dispose();
   }
-  const up = Tensor.fromStorage(values, [values.length], 'i32').to('cuda');
-  return { tensor: up, release: () => up.dispose() };
 }
 
 export function cudaRope<D extends FloatDType>(
@@ -132,14 +137,9 @@ export function cudaRope<D extends FloatDType>(
   const [tokens, heads, headDim] = x.shape as [number, number, number];
   const y = cudaOutput(op, out, x.shape, x.dtype);
   const inv = cudaInvFreq(headDim, theta);
-  const pos = deviceInt32(positions);
-  try {
-    launch(op, (b) =>
-      b.rope(dtypeCode(x.dtype), ptr(y), ptr(x), ptr(pos.tensor), ptr(inv), tokens, heads, headDim),
-    );
-  } finally {
-    pos.release();
-  }
+  launchWithInt32(op, positions, (b, pos) =>
+    b.rope(dtypeCode(x.dtype), ptr(y), ptr(x), pos, ptr(inv), tokens, heads, headDim),
+  );
   return y;
 }
 
@@ -155,25 +155,9 @@ export function cudaQkNormRope<D extends FloatDType>(
   const [tokens, heads, headDim] = x.shape as [number, number, number];
   const y = cudaOutput(op, out, x.shape, x.dtype);
   const inv = cudaInvFreq(headDim, theta);
-  const pos = deviceInt32(positions);
-  try {
-    launch(op, (b) =>
-      b.qkNormRope(
-        dtypeCode(x.dtype),
-        ptr(y),
-        ptr(x),
-        ptr(weight),
-        ptr(pos.tensor),
-        ptr(inv),
-        tokens,
-        heads,
-        headDim,
-        eps,
-      ),
-    );
-  } finally {
-    pos.release();
-  }
+  launchWithInt32(op, positions, (b, pos) =>
+    b.qkNormRope(dtypeCode(x.dtype), ptr(y), ptr(x), ptr(weight), pos, ptr(inv), tokens, heads, headDim, eps),
+  );
   return y;
 }
 
@@ -220,14 +204,9 @@ export function cudaEmbedding<D extends FloatDType>(
   const y = cudaOutput(op, out, [...idsShape, hidden], table.dtype);
   const count = ids instanceof Tensor ? ids.size : ids.length;
   if (count === 0) return y;
-  const dev = deviceInt32(ids);
-  try {
-    launch(op, (b) =>
-      b.embedding(dtypeCode(table.dtype), ptr(y), ptr(dev.tensor), ptr(table), count, vocab, hidden),
-    );
-  } finally {
-    dev.release();
-  }
+  launchWithInt32(op, ids, (b, at) =>
+    b.embedding(dtypeCode(table.dtype), ptr(y), at, ptr(table), count, vocab, hidden),
+  );
   return y;
 }
 
@@ -241,14 +220,9 @@ export function cudaScatterRows<D extends FloatDType>(
 ): Tensor<D> {
   const count = index instanceof Tensor ? index.size : index.length;
   if (count === 0) return dst;
-  const dev = deviceInt32(index);
-  try {
-    launch('scatterRows', (b) =>
-      b.scatterRows(dtypeCode(dst.dtype), ptr(dst), ptr(dev.tensor), ptr(src), count, dstRows, rowElems),
-    );
-  } finally {
-    dev.release();
-  }
+  launchWithInt32('scatterRows', index, (b, at) =>
+    b.scatterRows(dtypeCode(dst.dtype), ptr(dst), at, ptr(src), count, dstRows, rowElems),
+  );
   return dst;
 }
 
