@@ -24,6 +24,7 @@ export {
   type RandomCheckpointSummary,
   type RandomWeightsOptions,
   randomWeights,
+  readCheckpointConfig,
   TOKENIZER_FILES,
   type WriteRandomCheckpointOptions,
   writeRandomCheckpoint,

@@ -2,11 +2,18 @@
  * `loadQwen3` and `Qwen3Model`: a config, weights on an engine and a tokenizer, put together so that generating
  * and chatting take one call each.
  */
-import { readFile, stat } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { type FloatDType, isFloatDType, QkIndexError, QkValueError } from '@qk/ops';
-import { disposeWeights, type LoadProgress, loadWeights, randomWeights } from './checkpoint/index.js';
-import { isPresetName, PRESETS, parseQwen3Config } from './config.js';
+import { stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { type FloatDType, isFloatDType, QkValueError } from '@qk/ops';
+import {
+  disposeWeights,
+  type LoadProgress,
+  loadWeights,
+  randomWeights,
+  readCheckpointConfig,
+} from './checkpoint/index.js';
+import { isPresetName, PRESETS } from './config.js';
+import { checkTokenIds } from './engine/common.js';
 import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
 import { Generation, type GenerationJob, runGeneration } from './generation/generation.js';
@@ -177,18 +184,7 @@ export class Qwen3Model {
   }
 
   #checkIds(op: string, ids: readonly number[]): readonly number[] {
-    const vocab = this.config.vocabSize;
-    ids.forEach((id, i) => {
-      if (!Number.isInteger(id) || id < 0 || id >= vocab) {
-        throw new QkIndexError(
-          op,
-          'promptOrIds',
-          id,
-          vocab,
-          `at index ${i}: token ids must be integers within the vocabulary`,
-        );
-      }
-    });
+    checkTokenIds(op, 'promptOrIds', ids, this.config.vocabSize);
     return [...ids];
   }
 
@@ -275,29 +271,6 @@ async function isDirectory(path: string): Promise<boolean> {
   }
 }
 
-async function readConfig(dir: string): Promise<Qwen3Config> {
-  const file = join(dir, 'config.json');
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new QkCheckpointError(
-      missing
-        ? 'is missing; a Hugging Face Qwen3 checkpoint directory holds config.json beside its *.safetensors.'
-        : `cannot be read (${(e as Error).message}).`,
-      file,
-    );
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new QkCheckpointError(`is not valid JSON (${(e as Error).message}).`, file);
-  }
-  return parseQwen3Config(json, file);
-}
-
 function resolveMaxContext(config: Qwen3Config, requested: number | undefined): number {
   const limit = config.maxPositionEmbeddings;
   const value = requested ?? Math.min(limit, DEFAULT_MAX_CONTEXT);
@@ -349,7 +322,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
     );
   }
   const dir = preset ? undefined : resolve(dirOrPreset);
-  const config = preset ? PRESETS[dirOrPreset] : await readConfig(dir!);
+  const config = preset ? PRESETS[dirOrPreset] : await readCheckpointConfig(dir!);
   const maxContext = resolveMaxContext(config, options.maxContext);
   const generationConfig = dir === undefined ? undefined : await readGenerationConfig(dir);
   const tokenizer = await loadTokenizer({

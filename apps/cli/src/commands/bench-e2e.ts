@@ -6,10 +6,10 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gpuInfo, hostInfo, measureCopyCeiling, peersDir } from '@qk/bench';
+import { gpuInfo, hostInfo, measureCopyCeiling, peersDir, summarize } from '@qk/bench';
 import { cudaAvailable } from '@qk/ops';
 import type { ModuleKind, Qwen3Config, Qwen3Model } from '@qk/qwen3';
-import { parse, UsageError } from '../args.js';
+import { intOption, parse, UsageError } from '../args.js';
 import { MODEL_OPTIONS, type ModelValues, openModel, withInterrupt } from '../model-options.js';
 
 export const BENCH_DECODE_HELP = `qk bench decode — batch-1 greedy decode speed per position, from JS end to end
@@ -49,13 +49,12 @@ function intList(text: string | undefined, fallback: number[], option: string): 
 }
 
 function positiveInt(text: string | undefined, fallback: number, option: string): number {
-  if (text === undefined) return fallback;
-  const v = Number(text);
-  if (!Number.isSafeInteger(v) || v < 1) throw new UsageError(`--${option} must be a positive integer`);
+  const v = intOption(text, option) ?? fallback;
+  if (v < 1) throw new UsageError(`--${option} must be a positive integer`);
   return v;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => summarize(xs).median;
 
 /** Seeded prompt ids the tokenizer can print (a fixed LCG: the same prompt on every run and machine). */
 function promptIds(length: number, limit: number): number[] {

@@ -1,6 +1,5 @@
 /** `qk model`: write Qwen3 checkpoints of random weights and describe checkpoint directories. */
-import { readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import {
   type CheckpointDescription,
   type Comparison,
@@ -13,12 +12,13 @@ import {
   isPresetName,
   loadWeights,
   PRESETS,
-  parseQwen3Config,
   type Qwen3Config,
+  readCheckpointConfig,
   readReference,
   writeRandomCheckpoint,
 } from '@qk/qwen3';
 import { intOption, parse, UsageError } from '../args.js';
+import { withInterrupt } from '../model-options.js';
 import { createProgressBar, formatBytes } from '../progress.js';
 
 export const MODEL_HELP = `qk model — make and inspect Qwen3 checkpoints
@@ -110,18 +110,6 @@ export function parseSize(text: string, option: string): number {
 function formatCount(n: number): string {
   const scaled = n >= 1e9 ? `${(n / 1e9).toFixed(2)} B` : `${(n / 1e6).toFixed(2)} M`;
   return `${n.toLocaleString('en-US')} (${scaled})`;
-}
-
-/** Aborts on Ctrl-C so a long write stops between tensors and removes its partial file. */
-async function withInterrupt<T>(run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const onSigint = () => controller.abort(new Error('interrupted (Ctrl-C)'));
-  process.once('SIGINT', onSigint);
-  try {
-    return await run(controller.signal);
-  } finally {
-    process.off('SIGINT', onSigint);
-  }
 }
 
 async function initCommand(argv: string[]): Promise<number> {
@@ -263,10 +251,7 @@ async function compareCommand(argv: string[]): Promise<number> {
   const engineName = values.engine ?? defaultEngine();
   checkEngineAvailable(engineName, 'model compare');
   const reference = await readReference(values.reference ?? dir);
-  const config = parseQwen3Config(
-    JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')),
-    join(dir, 'config.json'),
-  );
+  const config = await readCheckpointConfig(dir);
   const placement = ENGINE_PLACEMENT[engineName];
   const bar = createProgressBar(`loading ${dir} (${engineName})`);
   const weights = await withInterrupt((signal) =>

@@ -6,7 +6,7 @@ import { copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs
 import { basename, dirname, join, resolve } from 'node:path';
 import type { FloatDType } from '@qk/ops';
 import { configToHfJson, parameterCount, parseQwen3Config } from '../config.js';
-import { QkCheckpointError, QkConfigError } from '../errors.js';
+import { QkCheckpointError } from '../errors.js';
 import { INDEX_FILE_NAME, openCheckpoint, SINGLE_FILE_NAME } from '../safetensors/checkpoint.js';
 import { safetensorsDTypeOf } from '../safetensors/format.js';
 import {
@@ -209,6 +209,35 @@ export interface CheckpointDescription {
 }
 
 /**
+ * The parsed `config.json` of a checkpoint directory.
+ *
+ * @throws QkCheckpointError when the file is missing, unreadable or not JSON; QkConfigError when it is not a dense
+ * Qwen3 config we support.
+ */
+export async function readCheckpointConfig(dir: string): Promise<Qwen3Config> {
+  const file = join(dir, 'config.json');
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
+    throw new QkCheckpointError(
+      missing
+        ? 'is missing: the directory has no config.json, which a Hugging Face Qwen3 checkpoint holds beside its *.safetensors.'
+        : `cannot be read (${(e as Error).message}).`,
+      file,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new QkCheckpointError(`is not valid JSON (${(e as Error).message}).`, file);
+  }
+  return parseQwen3Config(json, file);
+}
+
+/**
  * Reads a checkpoint directory's `config.json` and safetensors headers (no tensor data) and summarises them.
  *
  * @throws QkCheckpointError when there is no `config.json` or the safetensors are missing or corrupted;
@@ -216,28 +245,7 @@ export interface CheckpointDescription {
  */
 export async function describeCheckpoint(dir: string): Promise<CheckpointDescription> {
   const root = resolve(dir);
-  const configPath = join(root, 'config.json');
-  let text: string;
-  try {
-    text = await readFile(configPath, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new QkCheckpointError(
-      code === 'ENOENT'
-        ? 'has no config.json; a checkpoint directory holds config.json next to its safetensors.'
-        : `cannot read config.json (${code ?? String(e)}).`,
-      root,
-    );
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new QkConfigError(
-      `${configPath} is not valid JSON (${e instanceof Error ? e.message : String(e)}).`,
-    );
-  }
-  const config = parseQwen3Config(json, configPath);
+  const config = await readCheckpointConfig(root);
   const checkpoint = await openCheckpoint(root);
   try {
     const dtypes: Record<string, number> = {};

@@ -4,6 +4,7 @@ export {
   type CheckpointDescription,
   describeCheckpoint,
   type RandomCheckpointSummary,
+  readCheckpointConfig,
   TOKENIZER_FILES,
   type WriteRandomCheckpointOptions,
   writeRandomCheckpoint,

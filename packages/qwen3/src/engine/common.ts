@@ -65,6 +65,21 @@ export function checkWeightsMatchConfig(op: string, config: Qwen3Config, weights
   });
 }
 
+/** Throws `QkIndexError` naming the first of `ids` that is not an integer in `[0, vocab)`. */
+export function checkTokenIds(op: string, arg: string, ids: readonly number[], vocab: number): void {
+  ids.forEach((id, i) => {
+    if (!Number.isInteger(id) || id < 0 || id >= vocab) {
+      throw new QkIndexError(
+        op,
+        arg,
+        id,
+        vocab,
+        `at index ${i}: token ids must be integers within the vocabulary`,
+      );
+    }
+  });
+}
+
 /**
  * Checks one forward call: `ids` non-empty integers in `[0, vocab)`, `start` a non-negative integer no later than
  * `filled` (the rows already written: the cache must stay contiguous), and `start + ids.length ≤ maxContext`.
@@ -80,18 +95,7 @@ export function checkForwardArgs(
   if (!Array.isArray(ids) || ids.length === 0) {
     throw new QkValueError(op, 'ids', 'must be a non-empty array of token ids.');
   }
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i]!;
-    if (!Number.isInteger(id) || id < 0 || id >= config.vocabSize) {
-      throw new QkIndexError(
-        op,
-        'ids',
-        id,
-        config.vocabSize,
-        `at position ${i}: token ids must lie within the vocabulary`,
-      );
-    }
-  }
+  checkTokenIds(op, 'ids', ids, config.vocabSize);
   if (!Number.isSafeInteger(start) || start < 0) {
     throw new QkValueError(op, 'start', `must be a non-negative integer position, got ${start}.`);
   }
