@@ -34,6 +34,9 @@ export type Broadcast = (typeof Broadcast)[keyof typeof Broadcast];
 export const ActivationCode = { none: 0, silu: 1, gelu: 2, geluTanh: 3 } as const;
 export type ActivationCode = (typeof ActivationCode)[keyof typeof ActivationCode];
 
+/** Gated epilogue of {@link Binding.rmsnormLinear}: 0 none, 1 SwiGLU over `[gate; up]` weight rows. */
+export type GluCode = 0 | 1;
+
 export interface ProbeResult {
   runtimeVersion: number;
   driverVersion: number;
@@ -174,6 +177,32 @@ export interface Binding {
     eps: number,
   ): void;
   /**
+   * Qwen3's attention prologue after the fused q|k|v projection, for `qkv` `[tokens, qHeads + 2·kvHeads, headDim]`
+   * (q heads, then k heads, then v heads): q heads get per-head RMSNorm with `qWeight` and RoPE into `qOut`
+   * `[tokens, qHeads, headDim]`; k heads the same with `kWeight`, written to row `positions[t]` of `kCache`
+   * `[cacheRows, kvHeads, headDim]`; v heads are copied bit-exactly to row `positions[t]` of `vCache` (same shape).
+   * `positions` (i32 `[tokens]`) is read on the device and is also the RoPE position; a position outside
+   * `[0, cacheRows)` writes no cache row (its q head is still produced). `invFreq` is f32 `[headDim/2]` as for
+   * {@link Binding.qkNormRope}; headDim is even and at most 256.
+   */
+  qkNormRopeAppend(
+    dtype: FloatDTypeCode,
+    qOut: DevicePtr,
+    kCache: DevicePtr,
+    vCache: DevicePtr,
+    qkv: DevicePtr,
+    qWeight: DevicePtr,
+    kWeight: DevicePtr,
+    positions: DevicePtr,
+    invFreq: DevicePtr,
+    tokens: number,
+    qHeads: number,
+    kvHeads: number,
+    headDim: number,
+    cacheRows: number,
+    eps: number,
+  ): void;
+  /**
    * out[r, i] = silu(gate[r, i]) · up[r, i] for i < ffn, rows `r` of stride `inStride` elements in `gate`/`up`
    * (separate layout: inStride = ffn; fused gate-up layout: up = gate + ffn elements, inStride = 2·ffn).
    */
@@ -221,7 +250,15 @@ export interface Binding {
     n: number,
     activation: ActivationCode,
   ): void;
-  /** out = rmsnorm(x, normWeight, eps) · Wᵀ for decode-sized M (≤ 64). */
+  /**
+   * Decode-sized (M ≤ 64) fused norm + projection over rows of `x` `[M, K]`:
+   *
+   * `h = x + residual` (rounded to the dtype; `x` alone when `residual` is 0n), written to `residualOut` unless it
+   * is 0n; `h ← rmsnorm(h, normWeight, eps)` (rounded to the dtype; skipped when `normWeight` is 0n); then with
+   * `glu` 0 `out[M, N] = h · Wᵀ` (`W` `[N, K]`), with `glu` 1 (SwiGLU) `W` is `[2N, K]`, gate rows then up rows,
+   * and `out[r, j] = silu(g) · u` with `g = h[r]·W[j]`, `u = h[r]·W[N + j]` both kept in f32, rounded once.
+   * `n` counts output features. `residualOut` must not overlap `x` or `residual` (every block reads all rows).
+   */
   rmsnormLinear(
     dtype: FloatDTypeCode,
     out: DevicePtr,
@@ -232,6 +269,9 @@ export interface Binding {
     k: number,
     n: number,
     eps: number,
+    residual: DevicePtr,
+    residualOut: DevicePtr,
+    glu: GluCode,
   ): void;
   quantizeInt8(
     dtype: FloatDTypeCode,

@@ -97,6 +97,7 @@ describe('binding argument checks (no CUDA call is made)', () => {
       'rowMean',
       'rope',
       'qkNormRope',
+      'qkNormRopeAppend',
       'swiglu',
       'embedding',
       'linear',

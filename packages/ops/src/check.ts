@@ -1,8 +1,8 @@
 /** Argument checks shared by every op: each throws a typed error naming the op, the argument, expected and got. */
 import { type DType, type FloatDType, isFloatDType } from './dtype.js';
 import { QkDeviceError, QkDisposedError, QkDtypeError, QkShapeError, QkValueError } from './errors.js';
-import { formatShape } from './shape.js';
-import { type Device, Tensor } from './tensor.js';
+import { formatShape, type Shape } from './shape.js';
+import { type Device, deviceAddress, Tensor } from './tensor.js';
 
 /** Checks that `t` is a live tensor (on any device). */
 export function checkTensor(op: string, arg: string, t: unknown): asserts t is Tensor {
@@ -35,6 +35,59 @@ export function commonDevice(op: string, tensors: Record<string, Tensor | undefi
 export function requireCpu(op: string, tensors: Record<string, Tensor | undefined>): void {
   if (commonDevice(op, tensors) !== 'cpu') {
     throw new QkDeviceError(`has no CUDA kernel; move its inputs to the CPU with .to('cpu').`, op);
+  }
+}
+
+/**
+ * Checks a caller-supplied output tensor (an `out`-style option named `arg`): live, on `device`, of `dtype` and
+ * `shape`.
+ */
+export function checkOutput(
+  op: string,
+  arg: string,
+  t: unknown,
+  shape: Shape,
+  dtype: DType,
+  device: Device,
+): asserts t is Tensor {
+  checkTensor(op, arg, t);
+  if (t.device !== device) {
+    throw new QkDeviceError(`argument "${arg}" must be on "${device}" like the inputs.`, op);
+  }
+  if (t.dtype !== dtype) throw new QkDtypeError({ op, arg, expected: dtype, got: t.dtype });
+  checkShape(op, arg, t, shape);
+}
+
+/**
+ * Whether the elements of `a` and `b` share any byte: views of one CPU buffer, or of one CUDA allocation, whose
+ * byte ranges intersect. Tensors on different devices or without elements never overlap.
+ */
+export function tensorsOverlap(a: Tensor, b: Tensor): boolean {
+  if (a.device !== b.device || a.nbytes === 0 || b.nbytes === 0) return false;
+  if (a.device === 'cuda') {
+    const [pa, pb] = [deviceAddress(a), deviceAddress(b)];
+    return pa < pb + BigInt(b.nbytes) && pb < pa + BigInt(a.nbytes);
+  }
+  const [da, db] = [a.data, b.data];
+  if (da.buffer !== db.buffer) return false;
+  return da.byteOffset < db.byteOffset + db.byteLength && db.byteOffset < da.byteOffset + da.byteLength;
+}
+
+/**
+ * Throws `QkValueError` when output `t` (argument `arg`) shares memory with one of `others` (absent ones skipped);
+ * `why` completes the sentence with the reason and what to do.
+ */
+export function checkNoOverlap(
+  op: string,
+  arg: string,
+  t: Tensor,
+  others: Record<string, Tensor | undefined>,
+  why: string,
+): void {
+  for (const [name, other] of Object.entries(others)) {
+    if (other !== undefined && tensorsOverlap(t, other)) {
+      throw new QkValueError(op, arg, `shares memory with "${name}": ${why}`);
+    }
   }
 }
 

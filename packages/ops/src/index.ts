@@ -51,7 +51,14 @@ export { type AttentionOptions, attention, attentionWorkspace } from './ops/atte
 export { rmsnormEager, swigluEager } from './ops/eager.js';
 export type { EmbeddingOptions } from './ops/embedding.js';
 export { embedding, scatterRows, type TokenIds } from './ops/embedding.js';
-export { type LinearOptions, linear, type RmsnormLinearOptions, rmsnormLinear } from './ops/linear.js';
+export {
+  type LinearOptions,
+  type LinearSwigluOptions,
+  linear,
+  linearSwiglu,
+  type RmsnormLinearOptions,
+  rmsnormLinear,
+} from './ops/linear.js';
 export {
   DEFAULT_INT4_GROUP,
   dequantizeInt4,
@@ -75,8 +82,10 @@ export {
 } from './ops/rmsnorm.js';
 export {
   DEFAULT_ROPE_THETA,
+  type QkNormRopeAppendOptions,
   type QkNormRopeOptions,
   qkNormRope,
+  qkNormRopeAppend,
   type RopeOptions,
   rope,
   ropeInvFreq,

@@ -118,6 +118,35 @@ Napi::Value QkNormRope(const Napi::CallbackInfo& info) {
   });
 }
 
+// qkNormRopeAppend(dtype, qOut, kCache, vCache, qkv, qWeight, kWeight, positions, invFreq, tokens, qHeads, kvHeads,
+//                  headDim, cacheRows, eps)
+Napi::Value QkNormRopeAppend(const Napi::CallbackInfo& info) {
+  return guard(info, "qkNormRopeAppend", [](const Args& a) -> Napi::Value {
+    a.expect_count(15);
+    QkNormRopeAppendArgs r{};
+    r.dtype = a.float_dtype(0, "dtype");
+    r.tokens = a.int64(9, "tokens", 0, INT32_MAX);
+    r.q_heads = a.int64(10, "qHeads", 0, INT32_MAX / 4);
+    r.kv_heads = a.int64(11, "kvHeads", 0, INT32_MAX / 4);
+    r.head_dim = a.int64(12, "headDim", 2, kRopeAppendMaxHeadDim);
+    if (r.head_dim % 2 != 0) a.fail("headDim", "must be even (rotate-half pairs), got " + std::to_string(r.head_dim));
+    r.cache_rows = a.int64(13, "cacheRows", 0, INT32_MAX);
+    r.eps = static_cast<float>(a.number(14, "eps"));
+    const int64_t heads = r.q_heads + 2 * r.kv_heads;
+    if (r.tokens * heads > kMaxCount / r.head_dim) a.fail("tokens", "gives more than 2^53 elements of qkv");
+    r.q_out = a.tensor(1, "qOut", r.dtype, r.tokens * r.q_heads * r.head_dim);
+    r.k_cache = a.tensor(2, "kCache", r.dtype, r.cache_rows * r.kv_heads * r.head_dim);
+    r.v_cache = a.tensor(3, "vCache", r.dtype, r.cache_rows * r.kv_heads * r.head_dim);
+    r.qkv = a.tensor(4, "qkv", r.dtype, r.tokens * heads * r.head_dim);
+    r.q_weight = a.tensor(5, "qWeight", r.dtype, r.head_dim);
+    r.k_weight = a.tensor(6, "kWeight", r.dtype, r.head_dim);
+    r.positions = static_cast<const int32_t*>(a.tensor(7, "positions", DType::I32, r.tokens));
+    r.inv_freq = static_cast<const float*>(a.tensor(8, "invFreq", DType::F32, r.head_dim / 2));
+    launched("qkNormRopeAppend", launch_qk_norm_rope_append(r, stream()));
+    return a.env().Undefined();
+  });
+}
+
 // swiglu(dtype, out, gate, up, rows, ffn, inStride)
 Napi::Value Swiglu(const Napi::CallbackInfo& info) {
   return guard(info, "swiglu", [](const Args& a) -> Napi::Value {
@@ -181,6 +210,7 @@ void register_elementwise_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "rowMean", RowMean);
   define(env, exports, "rope", Rope);
   define(env, exports, "qkNormRope", QkNormRope);
+  define(env, exports, "qkNormRopeAppend", QkNormRopeAppend);
   define(env, exports, "swiglu", Swiglu);
   define(env, exports, "embedding", Embedding);
   define(env, exports, "scatterRows", ScatterRows);

@@ -37,21 +37,40 @@ Napi::Value Linear(const Napi::CallbackInfo& info) {
   });
 }
 
-// rmsnormLinear(dtype, out, x, normWeight, weight, m, k, n, eps)
+/** Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte. */
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+// rmsnormLinear(dtype, out, x, normWeight, weight, m, k, n, eps, residual, residualOut, glu)
+// normWeight, residual and residualOut may be 0n (none); glu 1 = SwiGLU over [gate; up] weight rows (2n of them).
 Napi::Value RmsnormLinear(const Napi::CallbackInfo& info) {
   return guard(info, "rmsnormLinear", [](const Args& a) -> Napi::Value {
-    a.expect_count(9);
+    a.expect_count(12);
     RmsnormLinearArgs r{};
     r.dtype = a.float_dtype(0, "dtype");
     // Decode-sized M; the kernel takes any M up to 65535 chunks of 8 rows, each chunk streaming W again.
     r.m = a.int64(5, "m", 0, 65535LL * 8);
     r.k = a.int64(6, "k", 0, INT32_MAX);
-    r.n = a.int64(7, "n", 0, INT32_MAX);
+    r.swiglu = a.int64(11, "glu", 0, 1) == 1;
+    r.n = a.int64(7, "n", 0, r.swiglu ? INT32_MAX / 2 : INT32_MAX);
     r.eps = static_cast<float>(a.number(8, "eps"));
     r.out = a.tensor(1, "out", r.dtype, r.m * r.n);
     r.x = a.tensor(2, "x", r.dtype, r.m * r.k);
-    r.norm_weight = a.tensor(3, "normWeight", r.dtype, r.k);
-    r.weight = a.tensor(4, "weight", r.dtype, r.n * r.k);
+    r.norm_weight = a.tensor(3, "normWeight", r.dtype, r.k, /*optional=*/true);
+    r.weight = a.tensor(4, "weight", r.dtype, (r.swiglu ? 2 : 1) * r.n * r.k);
+    r.residual = a.tensor(9, "residual", r.dtype, r.m * r.k, /*optional=*/true);
+    r.residual_out = a.tensor(10, "residualOut", r.dtype, r.m * r.k, /*optional=*/true);
+    if (r.residual != nullptr && r.norm_weight == nullptr) a.fail("residual", "needs normWeight (the add feeds the norm)");
+    if (r.residual_out != nullptr) {
+      if (r.residual == nullptr) a.fail("residualOut", "needs residual");
+      const size_t bytes = static_cast<size_t>(r.m * r.k) * dtype_size(r.dtype);
+      if (overlaps(r.residual_out, bytes, r.x, bytes) || overlaps(r.residual_out, bytes, r.residual, bytes)) {
+        a.fail("residualOut", "must not overlap x or residual (every block reads them while one block writes it)");
+      }
+    }
     launched("rmsnormLinear", launch_rmsnorm_linear(r, stream()));
     return a.env().Undefined();
   });

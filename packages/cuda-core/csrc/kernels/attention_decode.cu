@@ -19,6 +19,7 @@
 // step. The chunk count is fixed at launch from the capacity, and each block derives the chunk length from the
 // actual count, so every block has work at every length.
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "attention_decode.h"
 
@@ -59,9 +60,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   const int src_bytes = valid ? 16 : 0;  // 0: zero-fill without reading (keys past the chunk's end)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
 }
-/** Programmatic dependent launch: let the dependent grid (the merge) start launching / wait for the primary. */
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait_primary() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -116,6 +114,7 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
   const int kg = lane / LPK;
   const int part = lane % LPK;
 
+  grid_dependency_wait();  // q, the cache rows and the key count come from earlier kernels
   const int kv_len = resolve_kv_len(kv_len_dev, kv_capacity);
   const int chunk_len = chunk_length(kv_len, num_chunks);
   const int start = chunk * chunk_len;
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
     if (s < tiles) load_tile(s, s);
     cp_async_commit();
   }
-  pdl_launch_dependents();  // the merge kernel may be scheduled now; it waits for this grid to finish
+  allow_dependents_launch();  // the merge kernel may be scheduled now; it waits for this grid to finish
 
   // This lane's V-slice of each served query head, pre-scaled into the log2 domain (scalar loads: q may be
   // unaligned). Heads past the group (a partial tile) get zeros and are never written.
@@ -288,6 +287,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int D = head_dim;
+  grid_dependency_wait();
+  allow_dependents_launch();
   for (int d = threadIdx.x; d < D; d += kThreads) sq[d] = to_float(q[static_cast<int64_t>(qh) * D + d]) * scale_log2;
   __syncthreads();
 
@@ -369,7 +370,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   __shared__ float red[kMergeWarps];
   __shared__ float part_l[kMergeWarps];
   __shared__ float part_a[kMergeWarps][kAttentionDecodeMaxHeadDim];
-  pdl_wait_primary();  // launched as a programmatic dependent of the chunk kernel
+  grid_dependency_wait();  // the chunk kernel's partial results
+  allow_dependents_launch();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t qh = blockIdx.x;
@@ -468,11 +470,10 @@ cudaError_t launch_fast(const AttentionDecodeArgs& a, const Chunking& ch, int he
   }
   const int64_t tiles_per_chunk = a.kv_heads * head_tiles;
   const dim3 grid = chunk_grid(ch.chunks, tiles_per_chunk);
-  decode_chunk_kernel<T, D, G><<<grid, kThreads, smem, stream>>>(
-      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-      ws_acc, ws_ml, a.kv_len_device, static_cast<int>(a.kv_len), static_cast<int>(a.kv_heads),
-      static_cast<int>(a.q_heads / a.kv_heads), head_tiles, ch.chunks, scale_log2);
-  return cudaGetLastError();
+  return launch_kernel(decode_chunk_kernel<T, D, G>, grid, dim3(kThreads), smem, stream, static_cast<T*>(a.out),
+                       static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), ws_acc, ws_ml,
+                       a.kv_len_device, static_cast<int>(a.kv_len), static_cast<int>(a.kv_heads),
+                       static_cast<int>(a.q_heads / a.kv_heads), head_tiles, ch.chunks, scale_log2);
 }
 
 template <typename T, int D>
@@ -513,26 +514,17 @@ cudaError_t launch_typed(const AttentionDecodeArgs& a, cudaStream_t stream) {
     QK_RETURN_IF_ERROR(err);
   } else {
     const dim3 grid = chunk_grid(ch.chunks, a.q_heads);
-    decode_chunk_generic_kernel<T><<<grid, kThreads, 0, stream>>>(
-        static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k),
-        static_cast<const T*>(a.v), ws_acc, ws_ml, a.kv_len_device, static_cast<int>(a.kv_len),
-        static_cast<int>(a.kv_heads), static_cast<int>(group), D, ch.chunks, scale_log2);
-    QK_RETURN_IF_ERROR(cudaGetLastError());
+    QK_RETURN_IF_ERROR(launch_kernel(decode_chunk_generic_kernel<T>, grid, dim3(kThreads), 0, stream,
+                                     static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k),
+                                     static_cast<const T*>(a.v), ws_acc, ws_ml, a.kv_len_device,
+                                     static_cast<int>(a.kv_len), static_cast<int>(a.kv_heads),
+                                     static_cast<int>(group), D, ch.chunks, scale_log2));
   }
   if (ch.chunks == 1) return cudaSuccess;
-  // The merge is a programmatic dependent launch: its launch overlaps the chunk kernel's tail.
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(a.q_heads));
-  cfg.blockDim = dim3(kMergeWarps * 32);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, decode_merge_kernel<T>, static_cast<T*>(a.out), static_cast<const float*>(ws_acc),
-                            static_cast<const float*>(ws_ml), ch.chunks, D);
+  // The merge is a programmatic dependent launch like every kernel here: its launch overlaps the chunk kernel's tail.
+  return launch_kernel(decode_merge_kernel<T>, dim3(static_cast<unsigned>(a.q_heads)), dim3(kMergeWarps * 32), 0,
+                       stream, static_cast<T*>(a.out), static_cast<const float*>(ws_acc),
+                       static_cast<const float*>(ws_ml), ch.chunks, D);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "elementwise.h"
 
@@ -86,6 +87,8 @@ __global__ void __launch_bounds__(kThreads) unary_kernel(TOut* out, const TIn* x
                                                          float alpha) {
   constexpr int U = unary_unroll(kOp);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * U;
+  grid_dependency_wait();
+  allow_dependents_launch();
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * U + threadIdx.x; base < chunks;
        base += stride) {
     Chunk<TIn, E> v[U];
@@ -122,12 +125,8 @@ cudaError_t launch_unary_typed(const UnaryArgs& a, cudaStream_t stream) {
   const int64_t chunks = vec_ok ? a.count / E : a.count;
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks((chunks + kPerBlock - 1) / kPerBlock, kThreads, &blocks));
-  if (vec_ok) {
-    unary_kernel<TIn, TOut, kOp, E><<<blocks, kThreads, 0, stream>>>(out, x, chunks, a.count, a.alpha);
-  } else {
-    unary_kernel<TIn, TOut, kOp, 1><<<blocks, kThreads, 0, stream>>>(out, x, chunks, a.count, a.alpha);
-  }
-  return cudaGetLastError();
+  const auto kernel = vec_ok ? unary_kernel<TIn, TOut, kOp, E> : unary_kernel<TIn, TOut, kOp, 1>;
+  return launch_kernel(kernel, dim3(blocks), dim3(kThreads), 0, stream, out, x, chunks, a.count, a.alpha);
 }
 
 template <typename TIn, typename TOut> cudaError_t launch_unary_op(const UnaryArgs& a, cudaStream_t stream) {
@@ -152,6 +151,8 @@ __global__ void __launch_bounds__(kThreads) binary_kernel(TOut* out, const TA* a
                                                           int64_t chunks, int64_t count, int64_t cpr) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
+  grid_dependency_wait();
+  allow_dependents_launch();
   // Row bookkeeping for the broadcasts (chunks never straddle rows: the launcher picks E dividing n).
   RowCursor cur{0, 0};
   int64_t lane_rows = 0, lane_cols = 0, stride_rows = 0, stride_cols = 0;
@@ -223,12 +224,8 @@ cudaError_t launch_binary_typed(const BinaryArgs& p, cudaStream_t stream) {
   const int64_t cpr = p.n / e;
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks((chunks + kThreads * kUnroll - 1) / (kThreads * kUnroll), kThreads, &blocks));
-  if (vec_ok) {
-    binary_kernel<TOut, TA, TB, kB, E><<<blocks, kThreads, 0, stream>>>(out, a, b, p.op, chunks, count, cpr);
-  } else {
-    binary_kernel<TOut, TA, TB, kB, 1><<<blocks, kThreads, 0, stream>>>(out, a, b, p.op, chunks, count, cpr);
-  }
-  return cudaGetLastError();
+  const auto kernel = vec_ok ? binary_kernel<TOut, TA, TB, kB, E> : binary_kernel<TOut, TA, TB, kB, 1>;
+  return launch_kernel(kernel, dim3(blocks), dim3(kThreads), 0, stream, out, a, b, p.op, chunks, count, cpr);
 }
 
 template <typename TOut, typename TA, typename TB>
@@ -248,6 +245,8 @@ template <typename T, int E>
 __global__ void __launch_bounds__(kThreads) row_mean_kernel(float* out, const T* x, int64_t rows, int64_t n) {
   __shared__ float scratch[32];
   const int64_t chunks = n / E;
+  grid_dependency_wait();
+  allow_dependents_launch();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + r * n;
     float sum = 0.f;
@@ -273,12 +272,8 @@ template <typename T> cudaError_t launch_row_mean_typed(const RowMeanArgs& a, cu
   threads = threads < 32 ? 32 : (threads > kThreads ? kThreads : threads);
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks(a.rows, static_cast<int>(threads), &blocks));
-  if (vec_ok) {
-    row_mean_kernel<T, E><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(a.out, x, a.rows, a.n);
-  } else {
-    row_mean_kernel<T, 1><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(a.out, x, a.rows, a.n);
-  }
-  return cudaGetLastError();
+  const auto kernel = vec_ok ? row_mean_kernel<T, E> : row_mean_kernel<T, 1>;
+  return launch_kernel(kernel, dim3(blocks), dim3(static_cast<unsigned>(threads)), 0, stream, a.out, x, a.rows, a.n);
 }
 
 // Per-device cache of the SM count and resident threads per SM (device attributes never change).

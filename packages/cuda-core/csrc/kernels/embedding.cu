@@ -4,6 +4,7 @@
 // words when the row is a whole number of them and both pointers are aligned, else in elements. A copy of raw
 // words, so every value (NaN payloads included) arrives bit for bit.
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "elementwise.h"
 #include "embedding.h"
 
@@ -20,6 +21,8 @@ template <typename W, bool kScatter>
 __global__ void __launch_bounds__(kMaxThreads) indexed_rows_kernel(W* __restrict__ out, const int32_t* __restrict__ ids,
                                                                    const W* __restrict__ table, int64_t count,
                                                                    int64_t vocab, int64_t words_per_row) {
+  grid_dependency_wait();
+  allow_dependents_launch();
   for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
     const int32_t id = __ldg(ids + i);
     const bool valid = id >= 0 && id < vocab;
@@ -41,14 +44,9 @@ template <typename W> cudaError_t launch_words(const EmbeddingArgs& a, int64_t w
   threads = threads < 32 ? 32 : (threads > kMaxThreads ? kMaxThreads : threads);
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks(a.count, static_cast<int>(threads), &blocks));
-  if (a.scatter) {
-    indexed_rows_kernel<W, true><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(
-        static_cast<W*>(a.out), a.ids, static_cast<const W*>(a.table), a.count, a.vocab, words_per_row);
-  } else {
-    indexed_rows_kernel<W, false><<<blocks, static_cast<unsigned>(threads), 0, stream>>>(
-        static_cast<W*>(a.out), a.ids, static_cast<const W*>(a.table), a.count, a.vocab, words_per_row);
-  }
-  return cudaGetLastError();
+  const auto kernel = a.scatter ? indexed_rows_kernel<W, true> : indexed_rows_kernel<W, false>;
+  return launch_kernel(kernel, dim3(blocks), dim3(static_cast<unsigned>(threads)), 0, stream, static_cast<W*>(a.out),
+                       a.ids, static_cast<const W*>(a.table), a.count, a.vocab, words_per_row);
 }
 
 }  // namespace

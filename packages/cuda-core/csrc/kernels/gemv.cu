@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "gemm.h"
 #include "gemv.h"
@@ -62,11 +63,14 @@ struct GemvParams {
   const float* scales;  // int8: [N]; int4: [N, K / group]
   const X* bias;        // nullptr: none
   const X* norm_w;      // rmsnormLinear: [K]
+  const X* residual;    // rmsnormLinear: added to x before the norm (nullptr: none)
+  X* residual_out;      // rmsnormLinear: receives x + residual (nullptr: not written)
   int m;
   int k;
   int n;
   int group;  // int4 group size
   int split;  // S: warps per row group
+  bool early_trigger;  // PDL: release the next kernel at the start (else when each block reaches its last tile)
   float eps;
 };
 
@@ -121,10 +125,30 @@ __device__ __forceinline__ float weight_at(const GemvParams<X>& p, int64_t row, 
   }
 }
 
+/** x[m_abs, k .. k+V) plus the residual when there is one, rounded to X as the fused add+RMSNorm kernel does. */
+template <typename X>
+__device__ __forceinline__ Vec<X> x_sum_vec(const GemvParams<X>& p, size_t at) {
+  Vec<X> v = load_vec(p.x + at);
+  if (p.residual != nullptr) {
+    const Vec<X> r = load_vec(p.residual + at);
+#pragma unroll
+    for (int j = 0; j < kVec<X>; j++) v.v[j] = from_float<X>(to_float(v.v[j]) + to_float(r.v[j]));
+  }
+  return v;
+}
+
+/** The scalar form of x_sum_vec. */
+template <typename X>
+__device__ __forceinline__ float x_sum_at(const GemvParams<X>& p, size_t at) {
+  const float f = to_float(p.x[at]);
+  return p.residual == nullptr ? f : to_float(from_float<X>(f + to_float(p.residual[at])));
+}
+
 /** x[m_abs, k .. k+V) from global memory, RMS-normalised and rounded to X when kNorm (as the rmsnorm kernel). */
 template <typename X, bool kNorm>
 __device__ __forceinline__ Vec<X> x_vec_global(const GemvParams<X>& p, int m_abs, int k, float inv) {
-  Vec<X> v = load_vec(p.x + static_cast<size_t>(m_abs) * p.k + k);
+  if constexpr (!kNorm) return load_vec(p.x + static_cast<size_t>(m_abs) * p.k + k);
+  Vec<X> v = x_sum_vec(p, static_cast<size_t>(m_abs) * p.k + k);
   if constexpr (kNorm) {
     const Vec<X> w = load_vec(p.norm_w + k);
 #pragma unroll
@@ -133,14 +157,18 @@ __device__ __forceinline__ Vec<X> x_vec_global(const GemvParams<X>& p, int m_abs
   return v;
 }
 
-/** inv_s[m] = rsqrt(mean(x[m0 + m]²) + eps) for the block's rows (fp32 sums, as the rmsnorm kernel). */
+/**
+ * inv_s[m] = rsqrt(mean(h[m0 + m]²) + eps) for the block's rows, h = x (+ residual), fp32 sums as the rmsnorm
+ * kernel. The blocks of grid column 0 also write h to residual_out.
+ */
 template <typename X, int MT, bool kVecX>
 __device__ __forceinline__ void block_inv_rms(const GemvParams<X>& p, int m0, int mc, float (*ss_s)[MT],
                                               float* inv_s) {
   float ss[MT];
 #pragma unroll
   for (int m = 0; m < MT; m++) ss[m] = 0.f;
-  const X* x = p.x + static_cast<size_t>(m0) * p.k;
+  const size_t base = static_cast<size_t>(m0) * p.k;
+  const bool write_h = p.residual_out != nullptr && blockIdx.x == 0;
   if constexpr (kVecX) {
     constexpr int V = kVec<X>;
     const int nv = p.k / V;
@@ -148,7 +176,9 @@ __device__ __forceinline__ void block_inv_rms(const GemvParams<X>& p, int m0, in
 #pragma unroll
       for (int m = 0; m < MT; m++) {
         if (m < mc) {
-          const Vec<X> v = load_vec(x + static_cast<size_t>(m) * p.k + i * V);
+          const size_t at = base + static_cast<size_t>(m) * p.k + i * V;
+          const Vec<X> v = x_sum_vec(p, at);
+          if (write_h) store_vec(p.residual_out + at, v);
 #pragma unroll
           for (int j = 0; j < V; j++) {
             const float f = to_float(v.v[j]);
@@ -162,7 +192,9 @@ __device__ __forceinline__ void block_inv_rms(const GemvParams<X>& p, int m0, in
 #pragma unroll
       for (int m = 0; m < MT; m++) {
         if (m < mc) {
-          const float f = to_float(x[static_cast<size_t>(m) * p.k + i]);
+          const size_t at = base + static_cast<size_t>(m) * p.k + i;
+          const float f = x_sum_at(p, at);
+          if (write_h) p.residual_out[at] = from_float<X>(f);
           ss[m] += f * f;
         }
       }
@@ -184,6 +216,14 @@ __device__ __forceinline__ void block_inv_rms(const GemvParams<X>& p, int m0, in
     inv_s[threadIdx.x] = rsqrtf(total / static_cast<float>(p.k) + p.eps);
   }
   __syncthreads();
+}
+
+/** Epilogue of a SwiGLU pair: silu(gate) · up from the two fp32 sums, one rounding. */
+template <typename X>
+__device__ __forceinline__ void store_glu(const GemvParams<X>& p, int m0, int mc, int m, int64_t row, float gate,
+                                          float up) {
+  if (m >= mc || row >= p.n) return;
+  p.out[static_cast<size_t>(m0 + m) * p.n + row] = from_float<X>(activate<Activation::Swiglu>(gate) * up);
 }
 
 /** Epilogue of one output: per-row scale (int8), bias, activation, one rounding. */
@@ -215,6 +255,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
   constexpr int EPV = Fmt<K, X>::kEpv;
   constexpr int XV = kVec<X>;
   constexpr int XPV = EPV / XV;  // x vectors per weight vector
+  // SwiGLU: a group's R = 2 weight rows are one output's gate row j and up row n + j; else R consecutive outputs.
+  constexpr bool kGlu = A == Activation::Swiglu;
+  static_assert(!kGlu || (R == 2 && K == Kind::Float), "SwiGLU pairs two float weight rows");
+  constexpr int RO = kGlu ? 1 : R;  // outputs per group
   extern __shared__ __align__(16) unsigned char gemv_smem[];
   X* xs = reinterpret_cast<X*>(gemv_smem);  // [MT][K] when kXSmem
   __shared__ float red[kWarps][MT][R];
@@ -227,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
   const int groups = kWarps / S;
   const int group = warp / S;
   const int slice = warp - group * S;
-  const int64_t rows_per_tile = static_cast<int64_t>(groups) * R;
+  const int64_t rows_per_tile = static_cast<int64_t>(groups) * RO;
   const int64_t tiles = (static_cast<int64_t>(p.n) + rows_per_tile - 1) / rows_per_tile;
   const int m0 = static_cast<int>(blockIdx.z) * MT;
   const int mc = min(MT, p.m - m0);
@@ -243,17 +287,34 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
   const float* srow[R];
   bool rvalid[R];
   auto set_rows = [&](int64_t t) {
-    row0 = t * rows_per_tile + static_cast<int64_t>(group) * R;
+    row0 = t * rows_per_tile + static_cast<int64_t>(group) * RO;
 #pragma unroll
     for (int r = 0; r < R; r++) {
-      const int64_t row = row0 + r;
-      rvalid[r] = row < p.n;
+      const int64_t row = kGlu ? row0 + r * static_cast<int64_t>(p.n) : row0 + r;
+      rvalid[r] = (kGlu ? row0 : row) < p.n;
       const int64_t safe = rvalid[r] ? row : 0;
       wrow[r] = static_cast<const Raw*>(p.w) + safe * KV;
       srow[r] = K == Kind::Int4 ? p.scales + safe * (p.k / p.group) : nullptr;
     }
   };
   set_rows(tile);
+
+  // Launched as a programmatic dependent: the first tile's weights are pulled into L2 while the previous kernel
+  // finishes; nothing is read before the wait (x, the output and even W may be written by earlier kernels).
+  {
+    const int64_t first = tile * rows_per_tile;
+    const int64_t count = min(rows_per_tile, static_cast<int64_t>(p.n) - first);
+    const int64_t i = threadIdx.x;
+    if (i < (kGlu ? 2 : 1) * count) {
+      const int64_t row = first + (kGlu && i >= count ? p.n + i - count : i);
+      prefetch_l2(static_cast<const Raw*>(p.w) + row * KV, static_cast<unsigned>(KV) * 16u);
+    }
+  }
+  grid_dependency_wait();
+  // A dependent released at the start becomes resident while this grid still has blocks to place and can hold
+  // their slots (the GEMVs here run more blocks than fit at once); by default it is released as each block
+  // starts its last tile, so it prefetches under this kernel's tail only.
+  if (p.early_trigger) allow_dependents_launch();
 
   Raw raw[R][U];
   auto load_batch = [&](int base) {
@@ -291,6 +352,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
   for (int m = 0; m < MT; m++) inv[m] = (kNorm && !kXSmem) ? inv_s[m < mc ? m : 0] : 0.f;
 
   for (; tile < tiles; tile += gridDim.x) {
+    if (!p.early_trigger && tile + gridDim.x >= tiles) allow_dependents_launch();
     // raw holds this tile's first batch (loaded before the staging, or under the previous tile's reduction).
     float acc[MT][R];
 #pragma unroll
@@ -360,11 +422,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
       for (int r = 0; r < R; r++) acc[m][r] = warp_sum(acc[m][r]);
 
     if (S == 1) {
+      if constexpr (kGlu) {
 #pragma unroll
-      for (int m = 0; m < MT; m++)
+        for (int m = 0; m < MT; m++)
+          if (lane == m) store_glu(p, m0, mc, m, tile_row0, acc[m][0], acc[m][1]);
+      } else {
 #pragma unroll
-        for (int r = 0; r < R; r++)
-          if (lane == m * R + r) store_out<K, X, A>(p, m0, mc, m, tile_row0 + r, acc[m][r]);
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+          for (int r = 0; r < R; r++)
+            if (lane == m * R + r) store_out<K, X, A>(p, m0, mc, m, tile_row0 + r, acc[m][r]);
+      }
     } else {
       if (lane == 0) {
 #pragma unroll
@@ -374,14 +442,27 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<K, X, MT, kXSmem, A>) gem
       }
       __syncthreads();
       // Slices are added in slice order: the result does not depend on which warp finished first.
-      for (int i = threadIdx.x; i < groups * MT * R; i += kThreads) {
-        const int g = i / (MT * R);
-        const int mr = i - g * MT * R;
-        const int m = mr / R;
-        const int r = mr - m * R;
-        float v = 0.f;
-        for (int s = 0; s < S; s++) v += red[g * S + s][m][r];
-        store_out<K, X, A>(p, m0, mc, m, tile * rows_per_tile + static_cast<int64_t>(g) * R + r, v);
+      if constexpr (kGlu) {
+        for (int i = threadIdx.x; i < groups * MT; i += kThreads) {
+          const int g = i / MT;
+          const int m = i - g * MT;
+          float gate = 0.f, up = 0.f;
+          for (int s = 0; s < S; s++) {
+            gate += red[g * S + s][m][0];
+            up += red[g * S + s][m][1];
+          }
+          store_glu(p, m0, mc, m, tile * rows_per_tile + g, gate, up);
+        }
+      } else {
+        for (int i = threadIdx.x; i < groups * MT * R; i += kThreads) {
+          const int g = i / (MT * R);
+          const int mr = i - g * MT * R;
+          const int m = mr / R;
+          const int r = mr - m * R;
+          float v = 0.f;
+          for (int s = 0; s < S; s++) v += red[g * S + s][m][r];
+          store_out<K, X, A>(p, m0, mc, m, tile * rows_per_tile + static_cast<int64_t>(g) * R + r, v);
+        }
       }
       __syncthreads();  // red is rewritten by the next tile
     }
@@ -398,30 +479,49 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const GemvParams<
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int m0 = static_cast<int>(blockIdx.z) * MT;
   const int mc = min(MT, p.m - m0);
+  grid_dependency_wait();
+  allow_dependents_launch();
   if constexpr (kNorm) block_inv_rms<X, MT, false>(p, m0, mc, ss_s, inv_s);
-  float acc[MT];
+  // SwiGLU: the warp's output row takes two dot products, gate row `row` and up row n + row.
+  constexpr bool kGlu = A == Activation::Swiglu;
+  constexpr int NR = kGlu ? 2 : 1;
+  float acc[NR][MT];
 #pragma unroll
-  for (int m = 0; m < MT; m++) acc[m] = 0.f;
+  for (int r = 0; r < NR; r++)
+#pragma unroll
+    for (int m = 0; m < MT; m++) acc[r][m] = 0.f;
   if (row < p.n) {
 #pragma unroll 2
     for (int k = lane; k < p.k; k += 32) {
-      const float w = weight_at<K, X>(p, row, k);
+      float w[NR];
+#pragma unroll
+      for (int r = 0; r < NR; r++) w[r] = weight_at<K, X>(p, row + r * static_cast<int64_t>(p.n), k);
       const float nw = kNorm ? to_float(p.norm_w[k]) : 1.f;
 #pragma unroll
       for (int m = 0; m < MT; m++) {
         if (m < mc) {
-          float xv = to_float(p.x[static_cast<size_t>(m0 + m) * p.k + k]);
+          const size_t at = static_cast<size_t>(m0 + m) * p.k + k;
+          float xv = kNorm ? x_sum_at(p, at) : to_float(p.x[at]);
           if constexpr (kNorm) xv = to_float(from_float<X>(xv * inv_s[m] * nw));
-          acc[m] = fmaf(w, xv, acc[m]);
+#pragma unroll
+          for (int r = 0; r < NR; r++) acc[r][m] = fmaf(w[r], xv, acc[r][m]);
         }
       }
     }
   }
 #pragma unroll
-  for (int m = 0; m < MT; m++) acc[m] = warp_sum(acc[m]);
+  for (int r = 0; r < NR; r++)
 #pragma unroll
-  for (int m = 0; m < MT; m++)
-    if (lane == m) store_out<K, X, A>(p, m0, mc, m, row, acc[m]);
+    for (int m = 0; m < MT; m++) acc[r][m] = warp_sum(acc[r][m]);
+#pragma unroll
+  for (int m = 0; m < MT; m++) {
+    if (lane != m) continue;
+    if constexpr (kGlu) {
+      store_glu(p, m0, mc, m, row, acc[0][m], acc[NR - 1][m]);
+    } else {
+      store_out<K, X, A>(p, m0, mc, m, row, acc[0][m]);
+    }
+  }
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -444,19 +544,21 @@ template <Kind K, typename X, int MT, Activation A, bool kNorm>
 cudaError_t run_vec(GemvParams<X> p, int sms, cudaStream_t stream) {
   // Float weights share each staged x vector between two rows once M ≥ 4 (halves shared-memory traffic);
   // quantized weights dequantise 16–32 values per vector and keep one row per warp to stay within registers.
-  constexpr int R = (K == Kind::Float && MT >= 4) ? 2 : 1;
+  // SwiGLU always pairs the gate and up rows of one output (R = 2).
+  constexpr int R = (A == Activation::Swiglu || (K == Kind::Float && MT >= 4)) ? 2 : 1;
+  constexpr int RO = A == Activation::Swiglu ? 1 : R;  // outputs per row group
   // 8 loads of 16 bytes in flight per lane; 4 for quantized weights at M > 1, where up to 32 dequantised values
   // and the accumulators leave no room for more within 128 registers.
   constexpr int U = (K != Kind::Float && MT > 1) ? 4 : 8 / R;
   const int KV = p.k / Fmt<K, X>::kEpv;
-  const int64_t row_groups = (static_cast<int64_t>(p.n) + R - 1) / R;
+  const int64_t row_groups = (static_cast<int64_t>(p.n) + RO - 1) / RO;
   // Split K across the warps of a block while N alone leaves the GPU short of warps and slices stay long.
   int S = 1;
   while (S < kWarps && row_groups * S < static_cast<int64_t>(sms) * kTargetWarpsPerSm &&
          KV / (2 * S) >= kMinSliceVectors)
     S *= 2;
   p.split = S;
-  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / S) * R;
+  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / S) * RO;
   const int64_t tiles = (p.n + rows_per_tile - 1) / rows_per_tile;
   const size_t xs_bytes = static_cast<size_t>(MT) * p.k * sizeof(X);
   const bool staged = xs_bytes <= kXSmemBudget;
@@ -465,12 +567,8 @@ cudaError_t run_vec(GemvParams<X> p, int sms, cudaStream_t stream) {
       static_cast<int64_t>(sms) * (staged ? kMinBlocks<K, X, MT, true, A> : kMinBlocks<K, X, MT, false, A>);
   const int64_t blocks = tiles < 4 * resident ? tiles : 4 * resident;
   const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>((p.m + MT - 1) / MT));
-  if (staged) {
-    gemv_vec_kernel<K, X, MT, R, U, A, kNorm, true><<<grid, kThreads, xs_bytes, stream>>>(p);
-  } else {
-    gemv_vec_kernel<K, X, MT, R, U, A, kNorm, false><<<grid, kThreads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (staged) return launch_kernel(gemv_vec_kernel<K, X, MT, R, U, A, kNorm, true>, grid, dim3(kThreads), xs_bytes, stream, p);
+  return launch_kernel(gemv_vec_kernel<K, X, MT, R, U, A, kNorm, false>, grid, dim3(kThreads), 0, stream, p);
 }
 
 template <Kind K, typename X, Activation A, bool kNorm>
@@ -478,16 +576,13 @@ cudaError_t run_gemv(const GemvParams<X>& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   constexpr int EPV = Fmt<K, X>::kEpv;
   const bool vec = p.k > 0 && p.k % EPV == 0 && aligned16(p.x) && aligned16(p.w) &&
-                   (!kNorm || aligned16(p.norm_w)) && (K != Kind::Int4 || p.group % 32 == 0);
+                   (!kNorm || aligned16(p.norm_w)) && aligned16(p.residual) && aligned16(p.residual_out) &&
+                   (K != Kind::Int4 || p.group % 32 == 0);
   if (!vec) {
     const unsigned blocks = static_cast<unsigned>((static_cast<int64_t>(p.n) + kWarps - 1) / kWarps);
-    if (p.m == 1) {
-      gemv_scalar_kernel<K, X, 1, A, kNorm><<<dim3(blocks, 1, 1), kThreads, 0, stream>>>(p);
-    } else {
-      const dim3 grid(blocks, 1, static_cast<unsigned>((p.m + 7) / 8));
-      gemv_scalar_kernel<K, X, 8, A, kNorm><<<grid, kThreads, 0, stream>>>(p);
-    }
-    return cudaGetLastError();
+    if (p.m == 1) return launch_kernel(gemv_scalar_kernel<K, X, 1, A, kNorm>, dim3(blocks, 1, 1), dim3(kThreads), 0, stream, p);
+    const dim3 grid(blocks, 1, static_cast<unsigned>((p.m + 7) / 8));
+    return launch_kernel(gemv_scalar_kernel<K, X, 8, A, kNorm>, grid, dim3(kThreads), 0, stream, p);
   }
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
@@ -514,6 +609,7 @@ GemvParams<X> make_params(void* out, const void* x, const void* w, const void* b
   p.n = static_cast<int>(n);
   p.group = 1;
   p.split = 1;
+  p.early_trigger = pdl_early_trigger();
   return p;
 }
 
@@ -551,14 +647,23 @@ cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_rmsnorm_linear(const RmsnormLinearArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;
-  if (!gemv_extents_ok(a.m, a.k, a.n)) return cudaErrorInvalidValue;
+  if (!gemv_extents_ok(a.m, a.k, a.swiglu ? 2 * a.n : a.n)) return cudaErrorInvalidValue;
+  if (a.norm_weight == nullptr && (a.residual != nullptr || a.residual_out != nullptr)) return cudaErrorInvalidValue;
+  if (a.residual_out != nullptr && a.residual == nullptr) return cudaErrorInvalidValue;
   QK_DISPATCH_FLOAT(a.dtype, T, {
     GemvParams<T> p = make_params<T>(a.out, a.x, a.weight, nullptr, a.m, a.k, a.n);
     p.norm_w = static_cast<const T*>(a.norm_weight);
+    p.residual = static_cast<const T*>(a.residual);
+    p.residual_out = static_cast<T*>(a.residual_out);
     p.eps = a.eps;
-    return run_gemv<Kind::Float, T, Activation::None, true>(p, stream);
+    const bool norm = a.norm_weight != nullptr;
+    if (a.swiglu) {
+      return norm ? run_gemv<Kind::Float, T, Activation::Swiglu, true>(p, stream)
+                  : run_gemv<Kind::Float, T, Activation::Swiglu, false>(p, stream);
+    }
+    return norm ? run_gemv<Kind::Float, T, Activation::None, true>(p, stream)
+                : run_gemv<Kind::Float, T, Activation::None, false>(p, stream);
   });
-  return cudaSuccess;
 }
 
 cudaError_t launch_gemv_quant(const QuantGemvArgs& a, cudaStream_t stream) {

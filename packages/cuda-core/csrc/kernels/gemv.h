@@ -8,7 +8,8 @@
 namespace qk {
 
 /** Fused epilogue of the linear kernels; the codes are `ActivationCode` of src/binding.ts. */
-enum class Activation : int32_t { None = 0, Silu = 1, Gelu = 2, GeluTanh = 3 };
+enum class Activation : int32_t { None = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Swiglu = 4 };
+/** Codes `linear` accepts from JS; Swiglu (which pairs rows) is reached only through rmsnormLinear's `glu`. */
 constexpr int32_t kActivationCount = 4;
 
 /** Largest M that `launch_linear` serves with the GEMV kernels; larger M runs the tensor-core GEMM (gemm.h). */
@@ -34,20 +35,29 @@ struct LinearArgs {
 cudaError_t launch_linear(const LinearArgs& args, cudaStream_t stream);
 
 /**
- * out = rmsnorm(x, norm_weight, eps) · Wᵀ for decode-sized M: each block normalises its x rows itself (fp32 sum
- * of squares, the normalised value rounded to the dtype exactly as the rmsnorm kernel writes it), then runs the
- * GEMV product on those values. M above 8 is processed in chunks of 8 rows (each chunk streams W again).
+ * The decode GEMV with its neighbours fused in: out = glu(rmsnorm(x + residual, norm_weight, eps) · Wᵀ).
+ * - residual (optional, needs norm_weight): h = x + residual rounded to the dtype, as the fused add+RMSNorm kernel
+ *   rounds it; residual_out (optional) receives h, written once (by the blocks of grid column 0). It must not
+ *   overlap x or residual: every block reads those.
+ * - norm_weight (optional): each block normalises its rows itself (fp32 sum of squares, the normalised value
+ *   rounded to the dtype exactly as the rmsnorm kernel writes it); null: the rows are used as they are.
+ * - swiglu: W is [2n, k] = [gate; up] and out[m, j] = silu(g)·u of the two fp32 dot products (no rounding
+ *   between), one rounding; else W is [n, k].
+ * M above 8 is processed in chunks of 8 rows (each chunk streams W again).
  */
 struct RmsnormLinearArgs {
   DType dtype;
   void* out;
   const void* x;
-  const void* norm_weight;
+  const void* norm_weight;   // nullptr: no norm
   const void* weight;
+  const void* residual;      // nullptr: none
+  void* residual_out;        // nullptr: not written
   int64_t m;
   int64_t k;
-  int64_t n;
+  int64_t n;                 // output features
   float eps;
+  bool swiglu;
 };
 
 cudaError_t launch_rmsnorm_linear(const RmsnormLinearArgs& args, cudaStream_t stream);
@@ -88,6 +98,8 @@ __device__ __forceinline__ float activate(float v) {
     return v / (1.f + expf(-v));
   } else if constexpr (A == Activation::Gelu) {
     return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+  } else if constexpr (A == Activation::Swiglu) {
+    return v / (1.f + expf(-v));  // the gate's SiLU; the caller multiplies by the up projection
   } else if constexpr (A == Activation::GeluTanh) {
     const float u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
     return 0.5f * v * (1.f + tanhf(u));

@@ -2,6 +2,7 @@
 // sum-of-squares and the scaling pass, so each element is read from memory once and written once. Rows that
 // are not a whole number of 16-byte vectors (or misaligned) take a scalar two-pass path.
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "rmsnorm.h"
 
@@ -45,6 +46,8 @@ __global__ void __launch_bounds__(VPT >= 4 ? 256 : 1024) rmsnorm_vec_kernel(T* _
   __shared__ float scratch[32];
   constexpr int V = kVec<T>;
   const size_t row = static_cast<size_t>(blockIdx.x) * n;
+  grid_dependency_wait();
+  allow_dependents_launch();
   Vec<T> vals[VPT];
 #pragma unroll
   for (int i = 0; i < VPT; i++) {
@@ -93,6 +96,8 @@ __global__ void rmsnorm_scalar_kernel(T* __restrict__ out, T* residual_out, cons
                                       const T* __restrict__ weight, int n, float eps) {
   __shared__ float scratch[32];
   const size_t row = static_cast<size_t>(blockIdx.x) * n;
+  grid_dependency_wait();
+  allow_dependents_launch();
   float sum_sq = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     float f = to_float(x[row + i]);
@@ -115,10 +120,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 template <typename T, int VPT, bool kAdd>
 cudaError_t launch_vec(const RmsnormArgs& a, int threads, cudaStream_t stream) {
-  rmsnorm_vec_kernel<T, VPT, kAdd><<<static_cast<unsigned>(a.rows), threads, 0, stream>>>(
-      static_cast<T*>(a.out), static_cast<T*>(a.residual_out), static_cast<const T*>(a.x),
-      static_cast<const T*>(a.residual), static_cast<const T*>(a.weight), static_cast<int>(a.n), a.eps);
-  return cudaGetLastError();
+  return launch_kernel(rmsnorm_vec_kernel<T, VPT, kAdd>, dim3(static_cast<unsigned>(a.rows)), dim3(threads), 0, stream,
+                       static_cast<T*>(a.out), static_cast<T*>(a.residual_out), static_cast<const T*>(a.x),
+                       static_cast<const T*>(a.residual), static_cast<const T*>(a.weight), static_cast<int>(a.n),
+                       a.eps);
 }
 
 template <typename T, bool kAdd>
@@ -157,8 +162,8 @@ cudaError_t launch_typed(const RmsnormArgs& a, cudaStream_t stream) {
   }
   int threads = n < 1024 ? ((n + 31) / 32) * 32 : 1024;
   if (threads < 32) threads = 32;
-  rmsnorm_scalar_kernel<T, kAdd><<<grid, threads, 0, stream>>>(out, res_out, x, res, w, n, a.eps);
-  return cudaGetLastError();
+  return launch_kernel(rmsnorm_scalar_kernel<T, kAdd>, grid, dim3(threads), 0, stream, out, res_out, x, res, w, n,
+                       a.eps);
 }
 
 }  // namespace

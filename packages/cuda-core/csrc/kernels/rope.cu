@@ -6,6 +6,7 @@
 // at a time with all four 16-byte loads issued before any store. Heads too wide for the group's registers take a
 // one-warp-per-head kernel that reads the head twice (QK-norm) and computes sincosf per element.
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "elementwise.h"
 #include "rope.h"
@@ -60,6 +61,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int lane = threadIdx.x & (lanes - 1);
   const int group = threadIdx.x >> lane_bits;
   const int groups = blockDim.x >> lane_bits;
+  grid_dependency_wait();
+  allow_dependents_launch();
 
   const float inv_n = 1.f / static_cast<float>(head_dim);
 
@@ -163,6 +166,8 @@ __global__ void __launch_bounds__(kWarpKernelThreads)
   const int64_t warps_per_block = blockDim.x >> 5;
   const int64_t items = tokens * heads;
   const int64_t half = head_dim >> 1;
+  grid_dependency_wait();
+  allow_dependents_launch();
   for (int64_t item = blockIdx.x * warps_per_block + (threadIdx.x >> 5); item < items;
        item += gridDim.x * warps_per_block) {
     const int64_t t = item / heads;
@@ -203,10 +208,10 @@ cudaError_t launch_group(const RopeArgs& a, int lane_bits, cudaStream_t stream) 
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks(a.tokens, static_cast<int>(threads), &blocks));
   const size_t smem = static_cast<size_t>(a.head_dim / 2) * sizeof(float2);
-  rope_group_kernel<T, V, P, (P == 1 ? 2 : 1), kNorm><<<blocks, static_cast<unsigned>(threads), smem, stream>>>(
-      static_cast<T*>(a.out), static_cast<const T*>(a.x), static_cast<const T*>(a.weight), a.positions, a.inv_freq,
-      a.tokens, static_cast<int>(a.heads), static_cast<int>(a.head_dim), lane_bits, a.eps);
-  return cudaGetLastError();
+  return launch_kernel(rope_group_kernel<T, V, P, (P == 1 ? 2 : 1), kNorm>, dim3(blocks),
+                       dim3(static_cast<unsigned>(threads)), smem, stream, static_cast<T*>(a.out),
+                       static_cast<const T*>(a.x), static_cast<const T*>(a.weight), a.positions, a.inv_freq, a.tokens,
+                       static_cast<int>(a.heads), static_cast<int>(a.head_dim), lane_bits, a.eps);
 }
 
 /** Smallest P in {1, 2, 4} (with P·V ≤ 16 pairs per lane) that covers `pv` pair-vectors with ≤ 32 lanes. */
@@ -243,10 +248,9 @@ template <typename T, bool kNorm> cudaError_t launch_typed(const RopeArgs& a, cu
   unsigned blocks = 0;
   const int64_t warps = kWarpKernelThreads / 32;
   QK_RETURN_IF_ERROR(grid_stride_blocks((a.tokens * a.heads + warps - 1) / warps, kWarpKernelThreads, &blocks));
-  rope_warp_kernel<T, kNorm><<<blocks, kWarpKernelThreads, 0, stream>>>(
-      static_cast<T*>(a.out), static_cast<const T*>(a.x), static_cast<const T*>(a.weight), a.positions, a.inv_freq,
-      a.tokens, a.heads, a.head_dim, a.eps);
-  return cudaGetLastError();
+  return launch_kernel(rope_warp_kernel<T, kNorm>, dim3(blocks), dim3(kWarpKernelThreads), 0, stream,
+                       static_cast<T*>(a.out), static_cast<const T*>(a.x), static_cast<const T*>(a.weight), a.positions,
+                       a.inv_freq, a.tokens, a.heads, a.head_dim, a.eps);
 }
 
 }  // namespace

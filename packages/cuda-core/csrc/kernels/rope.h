@@ -34,3 +34,39 @@ struct RopeArgs {
 cudaError_t launch_rope(const RopeArgs& args, cudaStream_t stream);
 
 }  // namespace qk
+
+namespace qk {
+
+/** Largest head_dim `launch_qk_norm_rope_append` serves (a lane keeps four pairs in registers). */
+constexpr int64_t kRopeAppendMaxHeadDim = 256;
+
+/**
+ * The attention prologue of one fused q|k|v projection, in one launch. `qkv` is `[tokens, q_heads + 2·kv_heads,
+ * head_dim]`; for token t at position p = positions[t]:
+ *   q_out[t, h]          = qkNormRope(qkv[t, h], q_weight)                     h < q_heads
+ *   k_cache[p, h]        = qkNormRope(qkv[t, q_heads + h], k_weight)           h < kv_heads
+ *   v_cache[p, h]        = qkv[t, q_heads + kv_heads + h] (bits copied)        h < kv_heads
+ * with launch_rope's numerics (one float32 multiply for the angle, accurate sincosf, fp32 norm, one rounding).
+ * Cache rows are written only for 0 ≤ p < cache_rows (as the scatter kernel skips ids outside the table).
+ */
+struct QkNormRopeAppendArgs {
+  DType dtype;
+  void* q_out;
+  void* k_cache;
+  void* v_cache;
+  const void* qkv;
+  const void* q_weight;
+  const void* k_weight;
+  const int32_t* positions;
+  const float* inv_freq;
+  int64_t tokens;
+  int64_t q_heads;
+  int64_t kv_heads;
+  int64_t head_dim;
+  int64_t cache_rows;
+  float eps;
+};
+
+cudaError_t launch_qk_norm_rope_append(const QkNormRopeAppendArgs& args, cudaStream_t stream);
+
+}  // namespace qk

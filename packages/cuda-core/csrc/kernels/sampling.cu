@@ -23,6 +23,7 @@
 #include <climits>
 
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "sampling.h"
 
@@ -179,6 +180,8 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(int32_t* __restr
   constexpr int V = kVec<T>;
   const T* row = x + static_cast<int64_t>(blockIdx.x) * n;
   const int count = static_cast<int>(n);
+  grid_dependency_wait();
+  allow_dependents_launch();
   ArgBest b{-INFINITY, INT_MAX, INT_MAX, false};
   // Scalar head up to 16-byte alignment, vector body, scalar tail: each thread sees its indices in order.
   const int misalign = static_cast<int>((reinterpret_cast<uintptr_t>(row) & 15) / sizeof(T));
@@ -762,9 +765,8 @@ template <typename T>
 cudaError_t launch_argmax_typed(int32_t* out, const void* x, int64_t rows, int64_t n, bool checked,
                                 cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(rows);
-  if (checked) argmax_kernel<T, true><<<grid, kArgmaxThreads, 0, stream>>>(out, static_cast<const T*>(x), n);
-  else argmax_kernel<T, false><<<grid, kArgmaxThreads, 0, stream>>>(out, static_cast<const T*>(x), n);
-  return cudaGetLastError();
+  const auto kernel = checked ? argmax_kernel<T, true> : argmax_kernel<T, false>;
+  return launch_kernel(kernel, grid, dim3(kArgmaxThreads), 0, stream, out, static_cast<const T*>(x), n);
 }
 
 cudaError_t argmax_dispatch(DType dtype, int32_t* out, const void* x, int64_t rows, int64_t n, bool checked,

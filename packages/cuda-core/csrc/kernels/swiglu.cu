@@ -7,6 +7,7 @@
 // kernel issues enough instructions per byte to fall to ~60% of copy bandwidth on an H100 at ffn 18944; the fast
 // forms cost a few float32 ulps, far inside the bf16/f16/f32 tolerances.
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "elementwise.h"
 #include "swiglu.h"
@@ -57,6 +58,8 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(T* out, const T* gate,
                                                           int64_t cpr, int64_t in_stride) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
+  grid_dependency_wait();
+  allow_dependents_launch();
   RowCursor cur{0, 0};
   int64_t lane_rows = 0, lane_cols = 0, stride_rows = 0, stride_cols = 0;
   if constexpr (!kDense) {
@@ -101,12 +104,8 @@ cudaError_t launch_chunks(const SwigluArgs& a, T* out, const T* gate, const T* u
   const int64_t chunks = a.rows * cpr;
   unsigned blocks = 0;
   QK_RETURN_IF_ERROR(grid_stride_blocks((chunks + kThreads * kUnroll - 1) / (kThreads * kUnroll), kThreads, &blocks));
-  if (a.in_stride == a.ffn) {
-    swiglu_kernel<T, E, true><<<blocks, kThreads, 0, stream>>>(out, gate, up, chunks, cpr, a.in_stride);
-  } else {
-    swiglu_kernel<T, E, false><<<blocks, kThreads, 0, stream>>>(out, gate, up, chunks, cpr, a.in_stride);
-  }
-  return cudaGetLastError();
+  const auto kernel = a.in_stride == a.ffn ? swiglu_kernel<T, E, true> : swiglu_kernel<T, E, false>;
+  return launch_kernel(kernel, dim3(blocks), dim3(kThreads), 0, stream, out, gate, up, chunks, cpr, a.in_stride);
 }
 
 template <typename T> cudaError_t launch_typed(const SwigluArgs& a, cudaStream_t stream) {

@@ -1,9 +1,8 @@
 /** Shared glue of the CUDA op paths: binding access, device addresses, output tensors, error mapping. */
 import type { Binding } from '@qk/cuda-core';
 import { cudaBinding, dtypeCode, nativeCall } from '../backend/cuda.js';
-import { checkShape, checkTensor } from '../check.js';
+import { checkOutput } from '../check.js';
 import type { DType } from '../dtype.js';
-import { QkDeviceError, QkDtypeError } from '../errors.js';
 import type { Shape } from '../shape.js';
 import { deviceAddress, Tensor } from '../tensor.js';
 
@@ -23,10 +22,7 @@ export function cudaOutput<D extends DType>(
   dtype: D,
 ): Tensor<D> {
   if (out === undefined) return Tensor.empty(shape, dtype, 'cuda');
-  checkTensor(op, 'out', out);
-  if (out.device !== 'cuda') throw new QkDeviceError('argument "out" must be on "cuda" like the inputs.', op);
-  if (out.dtype !== dtype) throw new QkDtypeError({ op, arg: 'out', expected: dtype, got: out.dtype });
-  checkShape(op, 'out', out, shape);
+  checkOutput(op, 'out', out, shape, dtype, 'cuda');
   return out as Tensor<D>;
 }
 
@@ -43,11 +39,7 @@ export function writeCpuOutput<D extends DType>(
   out: Tensor | undefined,
 ): Tensor<D> {
   if (out === undefined) return result;
-  checkTensor(op, 'out', out);
-  if (out.device !== 'cpu') throw new QkDeviceError('argument "out" must be on "cpu" like the inputs.', op);
-  if (out.dtype !== result.dtype)
-    throw new QkDtypeError({ op, arg: 'out', expected: result.dtype, got: out.dtype });
-  checkShape(op, 'out', out, result.shape);
+  checkOutput(op, 'out', out, result.shape, result.dtype, 'cpu');
   (out.data as Uint8Array).set(result.data as Uint8Array);
   return out as Tensor<D>;
 }

@@ -161,6 +161,57 @@ export function cudaQkNormRope<D extends FloatDType>(
   return y;
 }
 
+/** Head counts and sizes of a {@link cudaQkNormRopeAppend} call (validated by the op). */
+export interface QkvLayout {
+  tokens: number;
+  qHeads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+/**
+ * QK-norm + RoPE of the q and k heads of a fused `qkv` row, q into a `[tokens, qHeads, headDim]` output, k and v
+ * into row `positions[t]` of their caches (rows outside the caches are skipped by the kernel).
+ */
+export function cudaQkNormRopeAppend<D extends FloatDType>(
+  qkv: Tensor<D>,
+  qWeight: Tensor<D>,
+  kWeight: Tensor<D>,
+  caches: { kCache: Tensor<D>; vCache: Tensor<D> },
+  positions: Int32Array | Tensor<'i32'>,
+  layout: QkvLayout,
+  theta: number,
+  eps: number,
+  out?: Tensor,
+): Tensor<D> {
+  const op = 'qkNormRopeAppend';
+  const { tokens, qHeads, kvHeads, headDim } = layout;
+  const { kCache, vCache } = caches;
+  const y = cudaOutput(op, out, [tokens, qHeads, headDim], qkv.dtype);
+  if (tokens === 0) return y;
+  const inv = cudaInvFreq(headDim, theta);
+  launchWithInt32(op, positions, (b, pos) =>
+    b.qkNormRopeAppend(
+      dtypeCode(qkv.dtype),
+      ptr(y),
+      ptr(kCache),
+      ptr(vCache),
+      ptr(qkv),
+      ptr(qWeight),
+      ptr(kWeight),
+      pos,
+      ptr(inv),
+      tokens,
+      qHeads,
+      kvHeads,
+      headDim,
+      kCache.shape[0]!,
+      eps,
+    ),
+  );
+  return y;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // SwiGLU and embedding
 

@@ -1,5 +1,5 @@
 /** CUDA paths of the linear family (kernels: packages/cuda-core/csrc/kernels/gemv.cu, gemm.cu, quant.cu). */
-import type { ActivationCode } from '@qk/cuda-core';
+import type { ActivationCode, GluCode } from '@qk/cuda-core';
 import type { FloatDType } from '../dtype.js';
 import type { Activation } from '../ops/activations.js';
 import type { Int4Weight, Int8Weight } from '../ops/quant.js';
@@ -13,6 +13,8 @@ const ACTIVATION_CODES: Readonly<Record<Activation, ActivationCode>> = {
   gelu: 2,
   gelu_tanh: 3,
 };
+
+const GLU_CODES = { none: 0, swiglu: 1 } as const satisfies Record<string, GluCode>;
 
 function outShape(x: Tensor, outFeatures: number): number[] {
   return [...x.shape.slice(0, -1), outFeatures];
@@ -44,27 +46,48 @@ export function cudaLinear<D extends FloatDType>(
   return y;
 }
 
+/** What {@link cudaRmsnormLinear} fuses besides the projection (validated by the op). */
+export interface FusedNormLinear<D extends FloatDType> {
+  /** Added to `x` before the norm; its sum goes to `residualOut` when given. */
+  residual?: Tensor<D> | undefined;
+  /** Receives `x + residual`; not written when absent. */
+  residualOut?: Tensor | undefined;
+  /** SwiGLU epilogue: the weight holds `2·n` rows, gate then up. */
+  glu: boolean;
+  /** The caller's output tensor, or a new one when absent. */
+  out?: Tensor | undefined;
+}
+
+/**
+ * The fused norm + projection kernel: `normWeight` null skips the norm (then it is a GEMV with the SwiGLU
+ * epilogue). `op` names the op in errors.
+ */
 export function cudaRmsnormLinear<D extends FloatDType>(
+  op: string,
   x: Tensor<D>,
-  normWeight: Tensor<D>,
+  normWeight: Tensor<D> | null,
   weight: Tensor<D>,
   eps: number,
-  out?: Tensor,
+  fused: FusedNormLinear<D>,
 ): Tensor<D> {
-  const op = 'rmsnormLinear';
-  const [n, k] = weight.shape as [number, number];
-  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  const [rows, k] = weight.shape as [number, number];
+  const n = fused.glu ? rows / 2 : rows;
+  const y = cudaOutput(op, fused.out, outShape(x, n), x.dtype);
+  const optional = (t: Tensor | null | undefined): bigint => (t === null || t === undefined ? 0n : ptr(t));
   launch(op, (b) =>
     b.rmsnormLinear(
       dtypeCode(x.dtype),
       ptr(y),
       ptr(x),
-      ptr(normWeight),
+      optional(normWeight),
       ptr(weight),
       leadingSize(x.shape),
       k,
       n,
       eps,
+      optional(fused.residual),
+      optional(fused.residualOut),
+      fused.glu ? GLU_CODES.swiglu : GLU_CODES.none,
     ),
   );
   return y;

@@ -4,18 +4,23 @@ import {
   checkFinite,
   checkFloat,
   checkNonNegativeInt,
+  checkNoOverlap,
+  checkOutput,
   checkPositive,
+  checkPositiveInt,
   checkRank,
   checkSameDtype,
+  checkShape,
   commonDevice,
 } from '../check.js';
 import { writeCpuOutput } from '../cuda/common.js';
-import { cudaQkNormRope, cudaRope } from '../cuda/elementwise.js';
+import { cudaQkNormRope, cudaQkNormRopeAppend, cudaRope, type QkvLayout } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
-import { QkShapeError, QkValueError } from '../errors.js';
+import { QkIndexError, QkShapeError, QkValueError } from '../errors.js';
 import { fromFloats, readFloats } from '../io.js';
 import { formatShape } from '../shape.js';
 import { Tensor } from '../tensor.js';
+import { embedding, scatterRows } from './embedding.js';
 import { DEFAULT_RMS_EPS } from './rmsnorm.js';
 
 /** Options of {@link rope}. */
@@ -123,6 +128,185 @@ export function qkNormRope<D extends FloatDType>(
   const out = new Float64Array(x.size);
   rotateHalf(normed, tokens, heads, headDim, positions, ropeInvFreq(headDim, theta), out);
   return writeCpuOutput(op, fromFloats(out, x.shape, x.dtype), options.out);
+}
+
+/** Options of {@link qkNormRopeAppend}. */
+export interface QkNormRopeAppendOptions<D extends FloatDType = FloatDType> {
+  /** Query heads in each row of `qkv` (Qwen3's `num_attention_heads`). */
+  qHeads: number;
+  /** Key heads, and as many value heads, in each row of `qkv` (Qwen3's `num_key_value_heads`). */
+  kvHeads: number;
+  /**
+   * Position of each token (length = tokens), as a number array, Int32Array or i32 tensor: its RoPE position and
+   * the cache row its key and value are written to.
+   */
+  positions: ArrayLike<number> | Tensor<'i32'>;
+  /** Base of the frequencies. Default `1_000_000` (Qwen3's `rope_theta`). */
+  theta?: number;
+  /** Added to the mean square before the square root. Default `1e-6` (Qwen3's `rms_norm_eps`). */
+  eps?: number;
+  /** Key cache `[rows, kvHeads, headDim]` (dtype and device of `qkv`), written in place at the positions. */
+  kCache: Tensor<NoInfer<D>>;
+  /** Value cache, shaped like `kCache`, written in place at the positions. */
+  vCache: Tensor<NoInfer<D>>;
+  /** Write the queries here (`[tokens, qHeads, headDim]`, dtype and device of `qkv`) instead of a new tensor. */
+  out?: Tensor;
+}
+
+/** Largest headDim the fused CUDA kernel serves; wider heads run qkNormRope and scatterRows. */
+const QK_NORM_ROPE_APPEND_FUSED_MAX_HEAD_DIM = 256;
+
+/**
+ * Everything between Qwen3's fused q|k|v projection and attention, in one op: QK-norm + RoPE of the query and key
+ * heads, and the append of keys and values to the KV cache.
+ *
+ * `qkv` is `[tokens, (qHeads + 2·kvHeads)·headDim]` or `[tokens, qHeads + 2·kvHeads, headDim]`: per token the
+ * query heads, then the key heads, then the value heads; `headDim` is the length of `qNormWeight` (and of
+ * `kNormWeight`), even. Defined as the composition
+ *
+ * - `q = qkNormRope(query heads, qNormWeight, { positions, theta, eps })`, returned as `[tokens, qHeads, headDim]`
+ *   (into `out` when given);
+ * - `k = qkNormRope(key heads, kNormWeight, { positions, theta, eps })`, then `scatterRows(kCache, k, positions)`;
+ * - `scatterRows(vCache, value heads, positions)`: values are copied bit for bit.
+ *
+ * The RoPE position of token t is `positions[t]` itself, as for {@link qkNormRope}. Cache rows follow
+ * {@link scatterRows}: host positions (an array, or an i32 tensor on the CPU) are checked, and one outside
+ * `[0, rows)` of the caches throws `QkIndexError`; positions in an i32 CUDA tensor are read by the kernel and not
+ * read back (a captured CUDA graph appends wherever the tensor points at replay), and one outside `[0, rows)` writes
+ * no cache row while its queries are still produced. Repeated positions leave one of their tokens' rows (which one
+ * is unspecified on CUDA). On CUDA, heads up to 256 wide run one fused kernel; wider heads run the ops above.
+ */
+export function qkNormRopeAppend<D extends FloatDType>(
+  qkv: Tensor<D>,
+  qNormWeight: Tensor<NoInfer<D>>,
+  kNormWeight: Tensor<NoInfer<D>>,
+  options: QkNormRopeAppendOptions<D>,
+): Tensor<D> {
+  const op = 'qkNormRopeAppend';
+  checkFloat(op, 'qkv', qkv);
+  checkFloat(op, 'qNormWeight', qNormWeight);
+  checkSameDtype(op, 'qNormWeight', qNormWeight, qkv, 'qkv');
+  checkRank(op, 'qNormWeight', qNormWeight, 1, 'qNormWeight is [headDim], shared by all query heads');
+  const headDim = qNormWeight.shape[0]!;
+  if (headDim % 2 !== 0) {
+    throw new QkShapeError({
+      op,
+      arg: 'qNormWeight',
+      expected: 'an even length (headDim, split into rotate-half pairs)',
+      got: formatShape(qNormWeight.shape),
+    });
+  }
+  checkFloat(op, 'kNormWeight', kNormWeight);
+  checkSameDtype(op, 'kNormWeight', kNormWeight, qkv, 'qkv');
+  checkShape(op, 'kNormWeight', kNormWeight, [headDim], 'key heads are as wide as query heads');
+  const qHeads = checkPositiveInt(op, 'qHeads', options?.qHeads);
+  const kvHeads = checkPositiveInt(op, 'kvHeads', options?.kvHeads);
+  const heads = qHeads + 2 * kvHeads;
+  const tokens = qkvTokens(op, qkv, heads, headDim);
+  const { kCache, vCache, out } = options;
+  checkFloat(op, 'kCache', kCache);
+  checkSameDtype(op, 'kCache', kCache, qkv, 'qkv');
+  checkRank(op, 'kCache', kCache, 3, 'kCache is [rows, kvHeads, headDim]');
+  checkDim(op, 'kCache', kCache, 1, kvHeads, 'one cached key per key head');
+  checkDim(op, 'kCache', kCache, 2, headDim, 'cached keys are as wide as the heads');
+  checkFloat(op, 'vCache', vCache);
+  checkSameDtype(op, 'vCache', vCache, qkv, 'qkv');
+  checkShape(op, 'vCache', vCache, kCache.shape, 'the value cache is shaped like the key cache');
+  const theta = checkPositive(op, 'theta', options.theta ?? DEFAULT_ROPE_THETA);
+  const eps = checkPositive(op, 'eps', options.eps ?? DEFAULT_RMS_EPS);
+  const raw = options.positions;
+  const devicePositions = raw instanceof Tensor && raw.device === 'cuda' ? { positions: raw } : {};
+  const device = commonDevice(op, { qkv, qNormWeight, kNormWeight, kCache, vCache, ...devicePositions });
+  if (out !== undefined) checkOutput(op, 'out', out, [tokens, qHeads, headDim], qkv.dtype, device);
+  const ownMemory = 'the op reads qkv while it writes its outputs, so each output needs its own tensor.';
+  checkNoOverlap(op, 'kCache', kCache, { qkv, vCache }, ownMemory);
+  checkNoOverlap(op, 'vCache', vCache, { qkv }, ownMemory);
+  if (out !== undefined) checkNoOverlap(op, 'out', out, { qkv, kCache, vCache }, ownMemory);
+  const rows = kCache.shape[0]!;
+  const positions =
+    device === 'cuda' ? ropePositions(op, raw, tokens, 'cuda') : ropePositions(op, raw, tokens, 'cpu');
+  if (!(positions instanceof Tensor)) {
+    for (let t = 0; t < tokens; t++) {
+      const p = positions[t]!;
+      if (p >= rows) {
+        throw new QkIndexError(
+          op,
+          'positions',
+          p,
+          rows,
+          `at token ${t}: a position is also the cache row its key and value go to, so the caches need more rows`,
+        );
+      }
+    }
+  }
+
+  const layout = { tokens, qHeads, kvHeads, headDim };
+  if (device === 'cuda' && headDim <= QK_NORM_ROPE_APPEND_FUSED_MAX_HEAD_DIM) {
+    const at = positions as Int32Array | Tensor<'i32'>;
+    return cudaQkNormRopeAppend(
+      qkv,
+      qNormWeight,
+      kNormWeight,
+      { kCache, vCache },
+      at,
+      layout,
+      theta,
+      eps,
+      out,
+    );
+  }
+  // The reference, and the CUDA path for wide heads: gather each group of heads, then the separate ops.
+  const temps: Tensor[] = [];
+  const keep = <T extends Tensor>(t: T): T => {
+    temps.push(t);
+    return t;
+  };
+  try {
+    const headRows = keep(qkv.reshape([tokens * heads, headDim]));
+    const group = (first: number, count: number) => keep(gatherHeads(headRows, layout, heads, first, count));
+    const norm = { positions, theta, eps };
+    const q = qkNormRope(group(0, qHeads), qNormWeight, { ...norm, out });
+    scatterRows(kCache, keep(qkNormRope(group(qHeads, kvHeads), kNormWeight, norm)), positions);
+    scatterRows(vCache, group(qHeads + kvHeads, kvHeads), positions);
+    return q;
+  } finally {
+    for (const t of temps) t.dispose();
+  }
+}
+
+/**
+ * Heads `[first, first + count)` of every token of `headRows` (`[tokens · heads, headDim]`) as a new
+ * `[tokens, count, headDim]` tensor: an embedding lookup of those head rows, which copies them bit for bit.
+ */
+function gatherHeads<D extends FloatDType>(
+  headRows: Tensor<D>,
+  layout: QkvLayout,
+  heads: number,
+  first: number,
+  count: number,
+): Tensor<D> {
+  const ids = new Int32Array(layout.tokens * count);
+  for (let t = 0; t < layout.tokens; t++) {
+    for (let h = 0; h < count; h++) ids[t * count + h] = t * heads + first + h;
+  }
+  return embedding(Tensor.fromStorage(ids, [layout.tokens, count], 'i32'), headRows);
+}
+
+/** Checks that `qkv` holds `heads` heads of `headDim` per token, flat or split, and returns the token count. */
+function qkvTokens(op: string, qkv: Tensor, heads: number, headDim: number): number {
+  const [tokens = 0, ...rest] = qkv.shape;
+  const flat = qkv.rank === 2 && rest[0] === heads * headDim;
+  const split = qkv.rank === 3 && rest[0] === heads && rest[1] === headDim;
+  if (!flat && !split) {
+    throw new QkShapeError({
+      op,
+      arg: 'qkv',
+      expected: `[tokens, ${heads * headDim}] or [tokens, ${heads}, ${headDim}]`,
+      got: formatShape(qkv.shape),
+      hint: `qHeads + 2·kvHeads = ${heads} heads of headDim ${headDim}, the length of qNormWeight`,
+    });
+  }
+  return tokens;
 }
 
 /** Checks that `x` is `[tokens, heads, headDim]` with an even headDim and returns the three extents. */

@@ -23,6 +23,7 @@ export type ToleranceOp =
   | 'fusedAddRmsnorm'
   | 'qkNorm'
   | 'qkNormRope'
+  | 'qkNormRopeAppend'
   | 'rmsnormEager'
   | 'swigluEager'
   | 'rope'
@@ -38,6 +39,7 @@ export type ToleranceOp =
   | 'linearInt8'
   | 'linearInt4'
   | 'rmsnormLinear'
+  | 'linearSwiglu'
   | 'quantizeInt8'
   | 'quantizeInt4'
   | 'argmax'
@@ -72,6 +74,8 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
     fusedAddRmsnorm: reduction,
     qkNorm: reduction,
     qkNormRope: reduction,
+    // Queries and keys as qkNormRope; the cached values are copies (their verify cases also compare them bit for bit).
+    qkNormRopeAppend: reduction,
     rmsnormEager: reduction,
     // The eager SwiGLU rounds silu(gate) to the dtype before the product: two roundings.
     swigluEager: reduction,
@@ -88,6 +92,7 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
     linearInt8: dot,
     linearInt4: dot,
     rmsnormLinear: dot,
+    linearSwiglu: dot,
     // The quantizers must reproduce the reference's codes and scales bit for bit.
     quantizeInt8: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     quantizeInt4: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },

@@ -158,14 +158,15 @@ function runCase(
       // Integer outputs must match exactly whatever the float tolerance says.
       if (!isFloatDType(e.dtype) && m.maxAbs > 0) maxAbs = Math.max(maxAbs, Number.POSITIVE_INFINITY);
     });
-    const pass = nonFinite === 0 && relL2 <= c.tolerance.rtol && maxAbs <= c.tolerance.atol;
-    return {
-      ...base,
-      relL2,
-      maxAbs,
-      status: pass ? 'pass' : 'fail',
-      ...(nonFinite ? { note: `${nonFinite} NaN/inf mismatches (unwritten or non-finite outputs)` } : {}),
-    };
+    const bits = instance.checkBits?.(actual, instance.expected);
+    const pass =
+      nonFinite === 0 && bits === undefined && relL2 <= c.tolerance.rtol && maxAbs <= c.tolerance.atol;
+    const notes = [
+      nonFinite ? `${nonFinite} NaN/inf mismatches (unwritten or non-finite outputs)` : '',
+      bits ?? '',
+    ];
+    const note = notes.filter(Boolean).join('; ');
+    return { ...base, relL2, maxAbs, status: pass ? 'pass' : 'fail', ...(note ? { note } : {}) };
   } catch (e) {
     return {
       ...base,

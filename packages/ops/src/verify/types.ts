@@ -15,6 +15,11 @@ export interface CaseInstance {
    */
   run(gpuInputs: Tensor[], outs: Tensor[]): void;
   /**
+   * Optional bit-level conditions on top of the tolerance comparison (bytes an op copies, or must leave alone):
+   * a note saying what differs, or undefined when they hold.
+   */
+  checkBits?(actual: Tensor[], expected: Tensor[]): string | undefined;
+  /**
    * Optional custom comparison (sampling compares ids against the reference's probability intervals). Returns
    * the measured error and whether it passes. Default: relative L2 and max-abs against `tolerance`.
    */

@@ -1,14 +1,19 @@
 /**
  * The `layered` engine: the Qwen3 forward pass as one CUDA kernel per module, driven from TypeScript. A prompt runs
  * as one prefill (GEMMs and the flash prefill kernel over all its tokens); each decode step after it is a CUDA
- * graph captured once and replayed, so no JS-to-native crossing or launch gap sits between its ~12 kernels per
- * layer. The step reads its token id, position and cache length from a small device tensor that the host rewrites
- * before each replay, which is what lets one graph serve every position.
+ * graph captured once and replayed, so no JS-to-native crossing sits between its kernels, and each kernel is a
+ * programmatic dependent launch of the one before (it is scheduled, and starts pulling its weights into L2, while
+ * that one finishes). The step reads its token id, position and cache length from a small device tensor that the
+ * host rewrites before each replay, which is what lets one graph serve every position.
+ *
+ * With the built-in fused modules a decode layer is seven kernels: QKV GEMV (with the residual add and RMSNorm
+ * folded in), QK-norm + RoPE + KV append, attention (chunks and merge), O GEMV, gate/up GEMV (add + RMSNorm in
+ * front, SwiGLU behind), down GEMV. Patching any of RMSNorm, MLP or RoPE to another variant runs the modules
+ * one by one instead.
  *
  * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
  * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
- * (`[q;k;v]`, `[gate;up]`) so a decode step streams each layer's weights in four GEMVs.
- */
+ * (`[q;k;v]`, `[gate;up]`). */
 import {
   argmax,
   attentionWorkspace,
@@ -19,6 +24,8 @@ import {
   QkDeviceError,
   QkDisposedError,
   QkValueError,
+  qkNormRopeAppend,
+  rmsnormLinear,
   sample,
   scatterRows,
   Tensor,
@@ -82,13 +89,17 @@ interface StepBuffers {
   id: Tensor<'i32'>;
   position: Tensor<'i32'>;
   length: Tensor<'i32'>;
+  /** The residual stream; `residualAlt` is its other half in the fused step (see decodeFused). */
   residual: T;
+  residualAlt: T;
   x: T;
   qkv: T;
   q: T;
   k: T;
   attn: T;
   o: T;
+  /** SwiGLU activations `[1, ffn]` (fused step). */
+  h: T;
   mlp: T;
   logits: T;
   next: Tensor<'i32'>;
@@ -165,7 +176,9 @@ export function createLayeredEngine(
    */
   function runLayers(
     m: Modules,
-    b: Omit<StepBuffers, 'state' | 'id' | 'length' | 'logits' | 'next' | 'qkv'> & { qkv: T | null },
+    b: Pick<StepBuffers, 'position' | 'residual' | 'x' | 'q' | 'k' | 'attn' | 'o' | 'mlp'> & {
+      qkv: T | null;
+    },
     tokens: number,
     start: number,
     kvLength: Tensor<'i32'> | null,
@@ -180,25 +193,43 @@ export function createLayeredEngine(
       residualOut: b.residual,
     });
     layers.forEach((layer, i) => {
-      // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
-      let qIn: T;
-      let kIn: T;
-      let vIn: T;
-      if (tokens === 1) {
-        linear(b.x, layer.qkv, { out: b.qkv! });
-        const heads = b.qkv!.reshape([H + 2 * KV, D]);
-        qIn = heads.slice(0, H).reshape([1, H, D]);
-        kIn = heads.slice(H, H + KV).reshape([1, KV, D]);
-        vIn = heads.slice(H + KV).reshape([1, KV, D]);
+      if (table.names.rope === 'fused') {
+        // One projection over the fused [q; k; v] weight, then one kernel: QK-norm + RoPE of q and k, k and v
+        // appended to the cache.
+        const qkv = linear(b.x, layer.qkv, tokens === 1 ? { out: b.qkv! } : {});
+        qkNormRopeAppend(qkv, layer.qNorm, layer.kNorm, {
+          qHeads: H,
+          kvHeads: KV,
+          positions: b.position,
+          theta,
+          eps,
+          out: b.q,
+          kCache: layer.kCache,
+          vCache: layer.vCache,
+        });
+        if (tokens > 1) qkv.dispose();
       } else {
-        qIn = linear(b.x, layer.q).reshape([tokens, H, D]);
-        kIn = linear(b.x, layer.k).reshape([tokens, KV, D]);
-        vIn = linear(b.x, layer.v).reshape([tokens, KV, D]);
+        // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
+        let qIn: T;
+        let kIn: T;
+        let vIn: T;
+        if (tokens === 1) {
+          linear(b.x, layer.qkv, { out: b.qkv! });
+          const heads = b.qkv!.reshape([H + 2 * KV, D]);
+          qIn = heads.slice(0, H).reshape([1, H, D]);
+          kIn = heads.slice(H, H + KV).reshape([1, KV, D]);
+          vIn = heads.slice(H + KV).reshape([1, KV, D]);
+        } else {
+          qIn = linear(b.x, layer.q).reshape([tokens, H, D]);
+          kIn = linear(b.x, layer.k).reshape([tokens, KV, D]);
+          vIn = linear(b.x, layer.v).reshape([tokens, KV, D]);
+        }
+        m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
+        m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
+        scatterRows(layer.kCache, b.k, b.position);
+        scatterRows(layer.vCache, vIn, b.position);
+        if (tokens > 1) for (const t of [qIn, kIn, vIn]) t.dispose();
       }
-      m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
-      m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
-      scatterRows(layer.kCache, b.k, b.position);
-      scatterRows(layer.vCache, vIn, b.position);
       m.attention({
         q: b.q,
         k: layer.kCache.slice(0, rows),
@@ -220,8 +251,63 @@ export function createLayeredEngine(
       m.mlp({ x: b.x, gateUp: layer.gateUp, gate: layer.gate, up: layer.up, down: layer.down, out: b.mlp });
       const nextNorm = layers[i + 1]?.inputNorm ?? norm;
       m.rmsnorm({ x: b.mlp, residual: b.residual, weight: nextNorm, eps, out: b.x, residualOut: b.residual });
-      if (tokens > 1) for (const t of [qIn, kIn, vIn]) t.dispose();
     });
+  }
+
+  /** Whether the decode step can run {@link decodeFused}: the built-in fused RMSNorm, MLP and RoPE. */
+  function fullyFused(): boolean {
+    const { names } = table;
+    return names.rmsnorm === 'fused' && names.mlp === 'fused' && names.rope === 'fused';
+  }
+
+  /**
+   * The decode step with every RMSNorm folded into the GEMV after it (seven kernels per layer): the GEMV blocks
+   * normalise the 1-row input themselves, and the residual add rides along, written once by one block. The add's
+   * output cannot overwrite the input every block is still reading, so the residual stream alternates between
+   * `residual` (embedding row; the sum before each layer's QKV) and `residualAlt` (the sum before each MLP).
+   */
+  function decodeFused(b: StepBuffers): void {
+    const m = table.modules;
+    layers.forEach((layer, i) => {
+      if (i === 0) rmsnormLinear(b.residual, layer.inputNorm, layer.qkv, { eps, out: b.qkv });
+      else {
+        rmsnormLinear(b.mlp, layer.inputNorm, layer.qkv, {
+          eps,
+          residual: b.residualAlt,
+          residualOut: b.residual,
+          out: b.qkv,
+        });
+      }
+      qkNormRopeAppend(b.qkv, layer.qNorm, layer.kNorm, {
+        qHeads: H,
+        kvHeads: KV,
+        positions: b.position,
+        theta,
+        eps,
+        out: b.q,
+        kCache: layer.kCache,
+        vCache: layer.vCache,
+      });
+      m.attention({
+        q: b.q,
+        k: layer.kCache,
+        v: layer.vCache,
+        kvLength: b.length,
+        positionOffset: 0,
+        workspace,
+        out: b.attn,
+      });
+      linear(b.attn.reshape([1, H * D]), layer.o, { out: b.o });
+      rmsnormLinear(b.o, layer.postNorm, layer.gateUp, {
+        eps,
+        residual: b.residual,
+        residualOut: b.residualAlt,
+        glu: 'swiglu',
+        out: b.h,
+      });
+      linear(b.h, layer.down, { out: b.mlp });
+    });
+    rmsnormLinear(b.mlp, norm, lmHead, { eps, residual: b.residualAlt, out: b.logits });
   }
 
   function stepBuffers(): StepBuffers {
@@ -234,12 +320,14 @@ export function createLayeredEngine(
       position: state.slice(1, 2),
       length: state.slice(2, 3),
       residual: Tensor.empty([1, hidden], dtype, 'cuda'),
+      residualAlt: Tensor.empty([1, hidden], dtype, 'cuda'),
       x: Tensor.empty([1, hidden], dtype, 'cuda'),
       qkv: Tensor.empty([1, (H + 2 * KV) * D], dtype, 'cuda'),
       q: Tensor.empty([1, H, D], dtype, 'cuda'),
       k: Tensor.empty([1, KV, D], dtype, 'cuda'),
       attn: Tensor.empty([1, H, D], dtype, 'cuda'),
       o: Tensor.empty([1, hidden], dtype, 'cuda'),
+      h: Tensor.empty([1, config.intermediateSize], dtype, 'cuda'),
       mlp: Tensor.empty([1, hidden], dtype, 'cuda'),
       logits,
       next: Tensor.empty([], 'i32', 'cuda'),
@@ -251,8 +339,11 @@ export function createLayeredEngine(
   function decodeStep(): void {
     const b = stepBuffers();
     embedding(b.id, embed, { out: b.residual });
-    runLayers(table.modules, b, 1, 0, b.length);
-    linear(b.x, lmHead, { out: b.logits });
+    if (fullyFused()) decodeFused(b);
+    else {
+      runLayers(table.modules, b, 1, 0, b.length);
+      linear(b.x, lmHead, { out: b.logits });
+    }
     argmax(b.logits.reshape([vocabSize]).slice(0, vocabLimit), { out: b.next });
   }
 

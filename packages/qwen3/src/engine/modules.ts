@@ -10,6 +10,7 @@ import {
   type FloatDType,
   fusedAddRmsnorm,
   linear,
+  linearSwiglu,
   QkValueError,
   qkNorm,
   qkNormRope,
@@ -17,7 +18,6 @@ import {
   rmsnormEager,
   rope,
   swigluEager,
-  swigluFused,
   type Tensor,
 } from '@qk/ops';
 import type { ModuleKind, PatchSpec } from '../types.js';
@@ -99,10 +99,8 @@ const ROPE: Record<string, RopeModule> = {
 
 const MLP: Record<string, MlpModule> = {
   fused: ({ x, gateUp, down, out }) => {
-    const gu = linear(x, gateUp);
-    const h = swigluFused(gu);
+    const h = linearSwiglu(x, gateUp); // SwiGLU in the gate/up GEMV's epilogue (one kernel up to 8 rows)
     linear(h, down, { out });
-    gu.dispose();
     h.dispose();
   },
   eager: ({ x, gate, up, down, out }) => {

@@ -320,6 +320,19 @@ function embeddingCase(
   });
 }
 
+/** `count` distinct random rows of `rows` (a partial Fisher–Yates shuffle), the last row among them. */
+export function distinctRows(rows: number, count: number, seed: number): Int32Array {
+  const rng = new Rng(seed);
+  const all = Int32Array.from({ length: rows }, (_, i) => i);
+  for (let i = 0; i < count; i++) {
+    const j = i + rng.nextInt(rows - i);
+    [all[i], all[j]] = [all[j]!, all[i]!];
+  }
+  const index = all.slice(0, count);
+  if (count > 0 && !index.includes(rows - 1)) index[0] = rows - 1;
+  return index;
+}
+
 /** KV-cache append: `count` rows written at distinct random positions of a `rows`-row cache, in place. */
 function scatterRowsCase(
   dtype: FloatDType,
@@ -333,15 +346,7 @@ function scatterRowsCase(
   const base = makeCase('embedding', dtype, label, tag, (seed) => {
     const dst = Tensor.randn([rows, ...rowShape], { dtype, seed });
     const src = Tensor.randn([count, ...rowShape], { dtype, seed: seed + 1 });
-    // Distinct positions (a partial Fisher–Yates shuffle), the last row of the cache among them.
-    const rng = new Rng(seed + 2);
-    const all = Int32Array.from({ length: rows }, (_, i) => i);
-    for (let i = 0; i < count; i++) {
-      const j = i + rng.nextInt(rows - i);
-      [all[i], all[j]] = [all[j]!, all[i]!];
-    }
-    const index = all.slice(0, count);
-    if (!index.includes(rows - 1)) index[0] = rows - 1;
+    const index = distinctRows(rows, count, seed + 2);
     const expected = [scatterRows(dst.clone(), src, index)];
     const indexTensor = Tensor.fromStorage(index, [count], 'i32');
     return {

@@ -2,6 +2,8 @@
 import type { VerifyCase } from '../types.js';
 import { ATTENTION_CASES } from './attention.js';
 import { ELEMENTWISE_CASES } from './elementwise.js';
+import { FUSED_LINEAR_CASES } from './fused-linear.js';
+import { KV_APPEND_CASES } from './kv-append.js';
 import { LINEAR_CASES } from './linear.js';
 import { NORM_CASES } from './norm.js';
 import { SAMPLING_CASES } from './sampling.js';
@@ -9,7 +11,9 @@ import { SAMPLING_CASES } from './sampling.js';
 export const ALL_CASES: readonly VerifyCase[] = [
   ...NORM_CASES,
   ...ELEMENTWISE_CASES,
+  ...KV_APPEND_CASES,
   ...LINEAR_CASES,
+  ...FUSED_LINEAR_CASES,
   ...ATTENTION_CASES,
   ...SAMPLING_CASES,
 ];

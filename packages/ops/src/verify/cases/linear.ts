@@ -1,6 +1,6 @@
 /**
- * Verify cases of the linear family: linear (GEMV for M ≤ 8, tensor-core / SIMT GEMM above), rmsnormLinear,
- * the quantizers (compared exactly) and the weight-only int8 / int4 linears.
+ * Verify cases of the linear family: linear (GEMV for M ≤ 8, tensor-core / SIMT GEMM above), the quantizers
+ * (compared exactly) and the weight-only int8 / int4 linears; fused-linear.ts reuses its inputs and layer shapes.
  *
  * Weights are uniform with variance 1/K (as a trained layer's are), x is standard normal, so outputs stay O(1)
  * for every K and the absolute tolerance measures accumulation error rather than bf16's spacing at large values.
@@ -13,7 +13,7 @@ import { launch } from '../../cuda/common.js';
 import type { FloatDType } from '../../dtype.js';
 import { fromFloats } from '../../io.js';
 import type { Activation } from '../../ops/activations.js';
-import { linear, rmsnormLinear } from '../../ops/linear.js';
+import { linear } from '../../ops/linear.js';
 import {
   type Int4Weight,
   type Int8Weight,
@@ -28,23 +28,22 @@ import { toleranceFor } from '../../testing/tolerances.js';
 import type { VerifyCase } from '../types.js';
 import { ODD_WIDTHS, QWEN3_SHAPES, type QwenShape, VERIFY_DTYPES } from './shapes.js';
 
-const EPS = 1e-6;
 type Tag = VerifyCase['tag'];
 
-interface Dims {
+export interface Dims {
   m: number;
   k: number;
   n: number;
 }
 
 /** One decode-layer projection: its name and `[N = out, K = in]`. */
-interface Layer {
+export interface Layer {
   name: string;
   k: number;
   n: number;
 }
 
-function layers(s: QwenShape): { qkv: Layer[]; o: Layer; gateUp: Layer; down: Layer; lmHead: Layer } {
+export function layers(s: QwenShape): { qkv: Layer[]; o: Layer; gateUp: Layer; down: Layer; lmHead: Layer } {
   const q = s.heads * s.headDim;
   const kv = s.kvHeads * s.headDim;
   return {
@@ -59,12 +58,12 @@ function layers(s: QwenShape): { qkv: Layer[]; o: Layer; gateUp: Layer; down: La
   };
 }
 
-function describe(d: Dims, extra = ''): string {
+export function describe(d: Dims, extra = ''): string {
   return `M=${d.m} K=${d.k} N=${d.n}${extra}`;
 }
 
 /** x: standard normal `[M, K]`. */
-function input(d: Dims, dtype: FloatDType, seed: number): Tensor<FloatDType> {
+export function input(d: Dims, dtype: FloatDType, seed: number): Tensor<FloatDType> {
   return Tensor.randn([d.m, d.k], { dtype, seed });
 }
 
@@ -83,7 +82,7 @@ function uniformValues(count: number, seed: number, low: number, high: number): 
 }
 
 /** W: uniform on ±√(3/K) (variance 1/K), `[N, K]`. */
-function weight(n: number, k: number, dtype: FloatDType, seed: number): Tensor<FloatDType> {
+export function weight(n: number, k: number, dtype: FloatDType, seed: number): Tensor<FloatDType> {
   const a = Math.sqrt(3 / Math.max(k, 1));
   return fromFloats(uniformValues(n * k, seed, -a, a), [n, k], dtype);
 }
@@ -133,30 +132,6 @@ function linearCase(
           void linear(gx as Tensor<FloatDType>, gw as Tensor<FloatDType>, {
             bias: gb as Tensor<FloatDType> | undefined,
             activation,
-            out,
-          }),
-      };
-    },
-  };
-}
-
-function rmsnormLinearCase(dtype: FloatDType, d: Dims, tag: Tag, label = ''): VerifyCase {
-  return {
-    op: 'rmsnormLinear',
-    dtype,
-    shape: describe(d, label ? ` ${label}` : ''),
-    tag,
-    tolerance: toleranceFor('rmsnormLinear', dtype),
-    make(seed) {
-      const x = input(d, dtype, seed);
-      const g = Tensor.rand([d.k], { dtype, seed: seed + 1, low: 0.5, high: 1.5 });
-      const w = weight(d.n, d.k, dtype, seed + 2);
-      return {
-        inputs: [x, g, w],
-        expected: [rmsnormLinear(x, g, w, { eps: EPS })],
-        run: ([gx, gg, gw], [out]) =>
-          void rmsnormLinear(gx as Tensor<FloatDType>, gg as Tensor<FloatDType>, gw as Tensor<FloatDType>, {
-            eps: EPS,
             out,
           }),
       };
@@ -291,7 +266,7 @@ function quantLinearCase(
 const ACTIVATIONS: readonly Activation[] = ['silu', 'gelu', 'gelu_tanh'];
 
 /** Whether `dtype`'s sweep takes this layer beyond M = 1: always for bf16, else below 5e7 weights. */
-function multiRow(dtype: FloatDType, layer: Layer): boolean {
+export function multiRow(dtype: FloatDType, layer: Layer): boolean {
   return dtype === 'bf16' || layer.n * layer.k < 5e7;
 }
 
@@ -361,29 +336,6 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
   return cases;
 }
 
-function rmsnormLinearCases(dtype: FloatDType): VerifyCase[] {
-  const cases: VerifyCase[] = [];
-  for (const k of ODD_WIDTHS) {
-    for (const n of [1, 111, 989]) cases.push(rmsnormLinearCase(dtype, { m: 1, k, n }, 'odd'));
-    cases.push(rmsnormLinearCase(dtype, { m: 3, k, n: 111 }, 'odd'));
-    cases.push(rmsnormLinearCase(dtype, { m: 13, k, n: 111 }, 'odd'));
-  }
-  cases.push(rmsnormLinearCase(dtype, { m: 1, k: 24584, n: 64 }, 'edge', 'x past the shared-memory stage'));
-  cases.push(rmsnormLinearCase(dtype, { m: 8, k: 8192, n: 96 }, 'edge', 'x read through L1'));
-  cases.push(rmsnormLinearCase(dtype, { m: 65, k: 1024, n: 96 }, 'edge', 'unfused: rmsnorm then linear'));
-  for (const s of QWEN3_SHAPES) {
-    const l = layers(s);
-    for (const layer of [...l.qkv, l.gateUp]) {
-      cases.push(rmsnormLinearCase(dtype, { m: 1, ...layer }, s.tag, layer.name));
-      if (multiRow(dtype, layer)) cases.push(rmsnormLinearCase(dtype, { m: 4, ...layer }, s.tag, layer.name));
-      if (s.tag === 'qwen3-0.6b')
-        cases.push(rmsnormLinearCase(dtype, { m: 64, ...layer }, s.tag, layer.name));
-    }
-    if (s.tag === 'qwen3-8b') cases.push(rmsnormLinearCase(dtype, { m: 64, ...l.qkv[1]! }, s.tag, 'k/v'));
-  }
-  return cases;
-}
-
 function quantizeCases(dtype: FloatDType): VerifyCase[] {
   const cases: VerifyCase[] = [];
   for (const [n, k] of [
@@ -444,7 +396,6 @@ function quantLinearCases(dtype: FloatDType): VerifyCase[] {
 
 export const LINEAR_CASES: VerifyCase[] = VERIFY_DTYPES.flatMap((dtype) => [
   ...linearCases(dtype),
-  ...rmsnormLinearCases(dtype),
   ...quantizeCases(dtype),
   ...quantLinearCases(dtype),
 ]);
