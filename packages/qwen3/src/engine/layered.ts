@@ -169,6 +169,20 @@ export function createLayeredEngine(
     if (disposed) throw new QkDisposedError(`layeredEngine.${what}`);
   };
 
+  /** QK-norm + RoPE of one q|k|v projection's q and k heads into `q`, k and v appended at `positions`. */
+  function appendAttentionInputs(layer: Layer, qkv: T, positions: Tensor<'i32'>, q: T): void {
+    qkNormRopeAppend(qkv, layer.qNorm, layer.kNorm, {
+      qHeads: H,
+      kvHeads: KV,
+      positions,
+      theta,
+      eps,
+      out: q,
+      kCache: layer.kCache,
+      vCache: layer.vCache,
+    });
+  }
+
   /**
    * The layers over `tokens` tokens already embedded in `b.residual`, ending with the final norm in `b.x`. A
    * decode step (`kvLength` set) attends over the whole cache up to the device-side length; a prefill over the
@@ -197,16 +211,7 @@ export function createLayeredEngine(
         // One projection over the fused [q; k; v] weight, then one kernel: QK-norm + RoPE of q and k, k and v
         // appended to the cache.
         const qkv = linear(b.x, layer.qkv, tokens === 1 ? { out: b.qkv! } : {});
-        qkNormRopeAppend(qkv, layer.qNorm, layer.kNorm, {
-          qHeads: H,
-          kvHeads: KV,
-          positions: b.position,
-          theta,
-          eps,
-          out: b.q,
-          kCache: layer.kCache,
-          vCache: layer.vCache,
-        });
+        appendAttentionInputs(layer, qkv, b.position, b.q);
         if (tokens > 1) qkv.dispose();
       } else {
         // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
@@ -278,16 +283,7 @@ export function createLayeredEngine(
           out: b.qkv,
         });
       }
-      qkNormRopeAppend(b.qkv, layer.qNorm, layer.kNorm, {
-        qHeads: H,
-        kvHeads: KV,
-        positions: b.position,
-        theta,
-        eps,
-        out: b.q,
-        kCache: layer.kCache,
-        vCache: layer.vCache,
-      });
+      appendAttentionInputs(layer, b.qkv, b.position, b.q);
       m.attention({
         q: b.q,
         k: layer.kCache,
