@@ -35,7 +35,8 @@ export const MODEL_OPTIONS_HELP = `Model:
   --model DIR        a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors)
   --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
                      default without --model: tiny on the cpu engine, 0.6b on a GPU engine
-  --engine NAME      cpu, layered or megakernel (default: layered with a GPU, else cpu)
+  --engine NAME      cpu, layered or megakernel (default: layered with a GPU, else cpu; megakernel needs
+                     an sm_90 GPU, bf16 and a 0.6B–8B shape)
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
 
 Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
@@ -76,22 +77,27 @@ export function samplingOptions(values: ModelValues): GenerateOptions {
 /** Which model and engine the flags ask for, checked, before anything loads. */
 export function modelChoice(values: ModelValues): {
   source: string;
-  engine: EngineName;
+  /** The engine asked for; absent: loadQwen3 picks the default for the model. */
+  engine?: EngineName;
   maxContext?: number;
 } {
   if (values.model !== undefined && values.preset !== undefined) {
     throw new UsageError('give --model DIR or --preset NAME, not both');
   }
-  const engine = values.engine ?? defaultEngine();
-  if (!isEngineName(engine))
+  const engine = values.engine;
+  if (engine !== undefined && !isEngineName(engine))
     throw new UsageError(`--engine must be cpu, layered or megakernel, got ${engine}`);
   if (values.preset !== undefined && !isPresetName(values.preset)) {
     throw new UsageError(`unknown preset "${values.preset}" (known: ${Object.keys(PRESETS).join(', ')})`);
   }
-  const source = values.model ?? values.preset ?? (engine === 'cpu' ? 'tiny' : '0.6b');
+  const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
   if (maxContext === 0) throw new UsageError('--max-context must be at least 1');
-  return { source, engine, ...(maxContext === undefined ? {} : { maxContext }) };
+  return {
+    source,
+    ...(engine === undefined ? {} : { engine }),
+    ...(maxContext === undefined ? {} : { maxContext }),
+  };
 }
 
 /**
@@ -100,9 +106,9 @@ export function modelChoice(values: ModelValues): {
  */
 export async function openModel(values: ModelValues, signal?: AbortSignal): Promise<Qwen3Model> {
   const { source, engine, maxContext } = modelChoice(values);
-  const bar = createProgressBar(`loading ${source} (${engine})`);
+  const bar = createProgressBar(`loading ${source}${engine === undefined ? '' : ` (${engine})`}`);
   const model = await loadQwen3(source, {
-    engine,
+    ...(engine === undefined ? {} : { engine }),
     ...(maxContext === undefined ? {} : { maxContext }),
     onLoadProgress: (p) => bar.update(p.loadedBytes, p.totalBytes),
     ...(signal === undefined ? {} : { signal }),

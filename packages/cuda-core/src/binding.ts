@@ -37,6 +37,31 @@ export type ActivationCode = (typeof ActivationCode)[keyof typeof ActivationCode
 /** Gated epilogue of {@link Binding.rmsnormLinear}: 0 none, 1 SwiGLU over `[gate; up]` weight rows. */
 export type GluCode = 0 | 1;
 
+/** {@link Binding.megakernelPlan}'s answer. */
+export type MegakernelPlan =
+  | {
+      supported: true;
+      /** Persistent blocks (one per SM). */
+      grid: number;
+      threads: number;
+      /** Dynamic shared memory per block. */
+      sharedBytes: number;
+      workspaceBytes: number;
+      /** Attention chunks per KV head, at most. */
+      maxChunks: number;
+    }
+  | { supported: false; reason: string };
+
+/** Error codes a megakernel step leaves in `result[1]`. */
+export const MegakernelErrorCode = {
+  none: 0,
+  timeout: 1,
+  badPosition: 2,
+  badToken: 3,
+  nonFinite: 4,
+} as const;
+export type MegakernelErrorCode = (typeof MegakernelErrorCode)[keyof typeof MegakernelErrorCode];
+
 export interface ProbeResult {
   runtimeVersion: number;
   driverVersion: number;
@@ -375,4 +400,58 @@ export interface Binding {
     workspace: DevicePtr,
     workspaceBytes: number,
   ): void;
+
+  // Qwen3 decode megakernel (csrc/megakernel/qwen3_decode.cu)
+  /**
+   * How the megakernel would launch for these sizes on this device (one persistent block per SM), or why it
+   * cannot: sizes that are not a dense Qwen3 shape it serves (head size 128, at most 4 query heads per KV head,
+   * at most 40 layers), or a GPU on which one block per SM cannot be resident.
+   */
+  megakernelPlan(
+    hidden: number,
+    qHeads: number,
+    kvHeads: number,
+    ffn: number,
+    layers: number,
+    vocab: number,
+  ): MegakernelPlan;
+  /**
+   * Creates a megakernel instance over bf16 weights and caches (every address checked here, once) and zeroes
+   * `workspace` (at least `plan.workspaceBytes`, 256-byte aligned). `layerPointers` holds 10 addresses per layer:
+   * inputNorm, qkv (`[q; k; v]` rows), qNorm, kNorm, o, postNorm, gateUp (`[gate; up]` rows), down, kCache, vCache
+   * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each step, which leaves
+   * `[next, position + 1]` in it; `result` (i32 `[next, error]`) receives the argmax over ids below `vocabLimit`
+   * and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the step's logits. Every wait inside the kernel
+   * gives up after `timeoutMs`. With `trace` (u64 `[grid][layers·15 + 3]`), each step writes globaltimer stamps
+   * at its stage boundaries there (a diagnostic: see csrc/megakernel/NOTES.md). Returns a handle; the tensors
+   * must outlive it.
+   */
+  megakernelCreate(
+    dtype: FloatDTypeCode,
+    hidden: number,
+    qHeads: number,
+    kvHeads: number,
+    ffn: number,
+    layers: number,
+    vocab: number,
+    vocabLimit: number,
+    maxContext: number,
+    eps: number,
+    layerPointers: BigUint64Array,
+    embed: DevicePtr,
+    finalNorm: DevicePtr,
+    lmHead: DevicePtr,
+    invFreq: DevicePtr,
+    state: DevicePtr,
+    result: DevicePtr,
+    logits: DevicePtr,
+    workspace: DevicePtr,
+    timeoutMs: number,
+    trace?: DevicePtr,
+  ): number;
+  /** Queues one decode step of the instance on the op stream. */
+  megakernelLaunch(handle: number): void;
+  /** After a step reported an error: waits for the stream, clears the instance's barrier counters. */
+  megakernelReset(handle: number): void;
+  megakernelDestroy(handle: number): void;
 }

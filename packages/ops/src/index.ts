@@ -15,6 +15,15 @@ export {
   cudaSynchronize,
 } from './backend/runtime.js';
 export {
+  MEGAKERNEL_TRACE_STAGES,
+  type MegakernelDims,
+  type MegakernelLayer,
+  type MegakernelSpec,
+  type MegakernelTraceSummary,
+  megakernelPlan,
+  Qwen3Megakernel,
+} from './cuda/megakernel.js';
+export {
   ALL_DTYPES,
   bf16BitsToF32,
   DTYPES,

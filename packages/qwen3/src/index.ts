@@ -48,6 +48,7 @@ export {
   type EngineOptions,
   type EnginePlacement,
   isEngineName,
+  megakernelUnsupported,
 } from './engine/index.js';
 export { createLayeredEngine, type LayeredEngineOptions } from './engine/layered.js';
 export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';

@@ -41,10 +41,14 @@ import type {
 
 /** Options of {@link loadQwen3}. */
 export interface LoadOptions {
-  /** Which engine runs the model. Default `defaultEngine()`: `'layered'` with a usable GPU, else `'cpu'`. */
+  /**
+   * Which engine runs the model. Default `defaultEngine(config)`: `'layered'` with a usable GPU, else `'cpu'`.
+   * `'megakernel'` (one persistent kernel per decode step; Hopper or newer, bf16, Qwen3-0.6B to 8B shapes) is
+   * opt-in.
+   */
   readonly engine?: EngineName;
   /**
-   * Dtype of the weights. Default: the engine's (`'bf16'` for `'layered'`; `'f32'` for `'cpu'`, which computes in
+   * Dtype of the weights. Default: the engine's (`'bf16'` for `'layered'` and `'megakernel'`; `'f32'` for `'cpu'`, which computes in
    * float32 whatever the weights' dtype, so `'bf16'` there means bf16-rounded weights).
    */
   readonly dtype?: FloatDType;
@@ -303,12 +307,13 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
       'must be a preset name (tiny, 0.6b, …) or a checkpoint directory.',
     );
   }
-  const engineName = options.engine ?? defaultEngine();
-  checkEngineAvailable(engineName, op);
-  const placement = ENGINE_PLACEMENT[engineName];
-  const dtype = options.dtype ?? placement.dtype;
-  if (!isFloatDType(dtype))
-    throw new QkValueError(op, 'dtype', `must be "bf16", "f16" or "f32", got ${JSON.stringify(dtype)}.`);
+  if (options.engine !== undefined) checkEngineAvailable(options.engine, op);
+  if (options.dtype !== undefined && !isFloatDType(options.dtype))
+    throw new QkValueError(
+      op,
+      'dtype',
+      `must be "bf16", "f16" or "f32", got ${JSON.stringify(options.dtype)}.`,
+    );
   const seed = options.seed ?? 0;
   if (!Number.isSafeInteger(seed) || seed < 0) {
     throw new QkValueError(op, 'seed', `must be a non-negative safe integer, got ${seed}.`);
@@ -323,6 +328,12 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   }
   const dir = preset ? undefined : resolve(dirOrPreset);
   const config = preset ? PRESETS[dirOrPreset] : await readCheckpointConfig(dir!);
+  const engineName =
+    options.engine ??
+    (options.dtype === undefined || options.dtype === 'bf16' ? defaultEngine(config) : defaultEngine());
+  const placement = ENGINE_PLACEMENT[engineName];
+  const dtype = options.dtype ?? placement.dtype;
+  checkEngineAvailable(engineName, op, { config, dtype });
   const maxContext = resolveMaxContext(config, options.maxContext);
   const generationConfig = dir === undefined ? undefined : await readGenerationConfig(dir);
   const tokenizer = await loadTokenizer({

@@ -15,19 +15,21 @@ import { MODEL_OPTIONS, type ModelValues, openModel, withInterrupt } from '../mo
 export const BENCH_DECODE_HELP = `qk bench decode — batch-1 greedy decode speed per position, from JS end to end
 
 Usage: qk bench decode [--model DIR | --preset NAME] [--engine NAME] [--positions LIST] [--tokens N] [--runs N]
-                       [--no-peers] [--json FILE] [--markdown FILE]
+                       [--no-peers] [--no-layered] [--json FILE] [--markdown FILE]
 
 For each position P: a prompt of P seeded random ids, then N greedy tokens through model.generate (streaming
 detokenisation and the host loop included). Prints tok/s, µs/token, the bytes a token must move (weights once,
 plus the KV cache read up to P) as GB/s and as a share of the device-to-device copy ceiling measured in the same
 run, and the ratio to HF transformers (eager, and static cache + one CUDA graph per step) run on the same
-checkpoint in the same invocation (needs --model DIR and python3 with torch + transformers).
+checkpoint in the same invocation (needs --model DIR and python3 with torch + transformers). When the engine is
+not layered (the megakernel), the layered engine is measured on the same model afterwards and its ratio shown.
 
 Options:
   --positions LIST  comma-separated (default 1,128,512,1024)
   --tokens N        generated tokens per run (default 256)
   --runs N          runs per position; the median is reported (default 3)
   --no-peers        skip HF transformers
+  --no-layered      skip the layered-engine comparison
   --json FILE / --markdown FILE   write the report`;
 
 export const BENCH_PATCH_HELP = `qk bench patch — eager-style vs fused modules, end to end
@@ -115,6 +117,7 @@ export async function benchDecodeCommand(argv: string[]): Promise<number> {
       tokens: { type: 'string' },
       runs: { type: 'string' },
       'no-peers': { type: 'boolean' },
+      'no-layered': { type: 'boolean' },
       json: { type: 'string' },
       markdown: { type: 'string' },
     } as const,
@@ -134,35 +137,42 @@ export async function benchDecodeCommand(argv: string[]): Promise<number> {
   } as ModelValues;
   const gpu = cudaAvailable();
   const ceiling = gpu ? measureCopyCeiling() : undefined;
-  const rows = await withInterrupt(async (signal) => {
-    const model = await openModel(modelValues, signal);
-    try {
-      const out = [];
-      for (const position of positions) {
-        const ids = promptIds(position, model.tokenizer.vocabSize);
-        await timeGeneration(model, ids, Math.min(8, tokens)); // warm-up: graph capture, allocator
-        const rates: number[] = [];
-        for (let r = 0; r < runs; r++)
-          rates.push((await timeGeneration(model, ids, tokens)).decodeTokensPerSecond);
-        const tokPerS = median(rates);
-        const bytes = bytesPerToken(model.config, position + tokens / 2);
-        const gbPerS = (bytes * tokPerS) / 1e9;
-        out.push({
-          position,
-          tokPerS,
-          usPerToken: 1e6 / tokPerS,
-          gbPerToken: bytes / 1e9,
-          gbPerS,
-          pctOfCeiling: ceiling ? (100 * gbPerS) / ceiling.gbPerS : null,
-          runs: rates,
-        });
-        console.error(`  position ${position}: ${tokPerS.toFixed(1)} tok/s`);
+  const measure = (engineValues: ModelValues) =>
+    withInterrupt(async (signal) => {
+      const model = await openModel(engineValues, signal);
+      try {
+        const out = [];
+        for (const position of positions) {
+          const ids = promptIds(position, model.tokenizer.vocabSize);
+          await timeGeneration(model, ids, Math.min(8, tokens)); // warm-up: graph capture, allocator
+          const rates: number[] = [];
+          for (let r = 0; r < runs; r++)
+            rates.push((await timeGeneration(model, ids, tokens)).decodeTokensPerSecond);
+          const tokPerS = median(rates);
+          const bytes = bytesPerToken(model.config, position + tokens / 2);
+          const gbPerS = (bytes * tokPerS) / 1e9;
+          out.push({
+            position,
+            tokPerS,
+            usPerToken: 1e6 / tokPerS,
+            gbPerToken: bytes / 1e9,
+            gbPerS,
+            pctOfCeiling: ceiling ? (100 * gbPerS) / ceiling.gbPerS : null,
+            runs: rates,
+          });
+          console.error(`  ${model.engine}, position ${position}: ${tokPerS.toFixed(1)} tok/s`);
+        }
+        return { engine: model.engine, source: model.source, config: model.config, rows: out };
+      } finally {
+        model.dispose();
       }
-      return { engine: model.engine, source: model.source, config: model.config, rows: out };
-    } finally {
-      model.dispose();
-    }
-  });
+    });
+  const rows = await measure(modelValues);
+  const layered =
+    rows.engine === 'layered' || rows.engine === 'cpu' || values['no-layered']
+      ? undefined
+      : await measure({ ...modelValues, engine: 'layered' });
+  const layeredRate = (position: number) => layered?.rows.find((r) => r.position === position)?.tokPerS;
   const peers =
     values['no-peers'] || values.model === undefined
       ? {
@@ -176,13 +186,15 @@ export async function benchDecodeCommand(argv: string[]): Promise<number> {
   const lines = [
     `qk bench decode: ${rows.source}, engine ${rows.engine}, ${tokens} tokens × ${runs} runs (median)${ceiling ? `; copy ceiling ${ceiling.gbPerS.toFixed(0)} GB/s` : ''}`,
     '',
-    '| position | tok/s | µs/token | GB/token | GB/s | % ceiling | HF eager tok/s | HF static+graph tok/s | × eager | × static+graph |',
-    '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| position | tok/s | µs/token | GB/token | GB/s | % ceiling | HF eager tok/s | HF static+graph tok/s | × eager | × static+graph |${layered ? ' layered tok/s | × layered |' : ''}`,
+    `| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |${layered ? ' ---: | ---: |' : ''}`,
     ...rows.rows.map((r) => {
       const eager = peerRate('hf-eager', r.position);
       const graph = peerRate('hf-static-graph', r.position);
+      const lay = layeredRate(r.position);
       const f = (x: number | undefined, d = 1) => (x === undefined ? '—' : x.toFixed(d));
-      return `| ${r.position} | ${r.tokPerS.toFixed(1)} | ${r.usPerToken.toFixed(0)} | ${r.gbPerToken.toFixed(3)} | ${r.gbPerS.toFixed(0)} | ${r.pctOfCeiling === null ? '—' : `${r.pctOfCeiling.toFixed(1)}%`} | ${f(eager)} | ${f(graph)} | ${f(eager && r.tokPerS / eager, 2)} | ${f(graph && r.tokPerS / graph, 2)} |`;
+      const vsLayered = layered ? ` ${f(lay)} | ${f(lay && r.tokPerS / lay, 2)} |` : '';
+      return `| ${r.position} | ${r.tokPerS.toFixed(1)} | ${r.usPerToken.toFixed(0)} | ${r.gbPerToken.toFixed(3)} | ${r.gbPerS.toFixed(0)} | ${r.pctOfCeiling === null ? '—' : `${r.pctOfCeiling.toFixed(1)}%`} | ${f(eager)} | ${f(graph)} | ${f(eager && r.tokPerS / eager, 2)} | ${f(graph && r.tokPerS / graph, 2)} |${vsLayered}`;
     }),
   ];
   if (!peers.available) lines.push('', `HF peers not run: ${peers.reason}`);
@@ -198,6 +210,7 @@ export async function benchDecodeCommand(argv: string[]): Promise<number> {
     tokens,
     runs,
     rows: rows.rows,
+    layered: layered?.rows,
     peers,
   };
   if (values.json) writeFileSync(values.json, `${JSON.stringify(report, null, 1)}\n`);

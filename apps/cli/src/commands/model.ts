@@ -74,7 +74,7 @@ steps that agree. Exits 1 when an engine produced a non-finite logit.
 
 Options:
   --reference DIR  folder of reference.json (default: DIR itself, where hf_reference.py writes it)
-  --engine NAME    cpu or layered (default: layered with a GPU, else cpu)
+  --engine NAME    cpu, layered or megakernel (default: layered with a GPU, else cpu)
   --json FILE      also write every step as JSON
   -h, --help       this help`;
 
@@ -248,11 +248,12 @@ async function compareCommand(argv: string[]): Promise<number> {
   }
   if (positionals.length !== 1) throw new UsageError('expects one checkpoint directory');
   const dir = positionals[0]!;
-  const engineName = values.engine ?? defaultEngine();
-  checkEngineAvailable(engineName, 'model compare');
+  if (values.engine !== undefined) checkEngineAvailable(values.engine, 'model compare');
   const reference = await readReference(values.reference ?? dir);
   const config = await readCheckpointConfig(dir);
+  const engineName = values.engine ?? defaultEngine(config);
   const placement = ENGINE_PLACEMENT[engineName];
+  checkEngineAvailable(engineName, 'model compare', { config, dtype: placement.dtype });
   const bar = createProgressBar(`loading ${dir} (${engineName})`);
   const weights = await withInterrupt((signal) =>
     loadWeights(dir, config, {

@@ -12,6 +12,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   register_linear_ops(env, exports);
   register_attention_ops(env, exports);
   register_sampling_ops(env, exports);
+  register_megakernel_ops(env, exports);
   exports.Set("abiVersion", Napi::Number::New(env, 1));
   return exports;
 }

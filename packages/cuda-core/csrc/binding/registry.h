@@ -9,4 +9,5 @@ void register_elementwise_ops(Napi::Env env, Napi::Object& exports);  // ops_ele
 void register_linear_ops(Napi::Env env, Napi::Object& exports);       // ops_linear.cc
 void register_attention_ops(Napi::Env env, Napi::Object& exports);    // ops_attention.cc
 void register_sampling_ops(Napi::Env env, Napi::Object& exports);     // ops_sampling.cc
+void register_megakernel_ops(Napi::Env env, Napi::Object& exports);   // ops_megakernel.cc
 }  // namespace qk::binding

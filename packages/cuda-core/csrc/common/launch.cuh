@@ -43,6 +43,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 #endif
 }
 
+/** Multiprocessors of the current device (queried once; the process drives one device). */
+cudaError_t sm_count(int* out);
+
 /** Whether launches use PDL: compute capability ≥ 9.0 on the current device and QK_PDL not "0" (read once). */
 bool pdl_enabled();
 

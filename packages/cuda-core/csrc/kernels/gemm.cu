@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "gemm.h"
 
@@ -240,19 +241,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
-cudaError_t sm_count(int* out) {
-  static int cached = 0;
-  if (cached == 0) {
-    int dev = 0;
-    int sms = 0;
-    QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
-    QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    cached = sms > 0 ? sms : 1;
-  }
-  *out = cached;
-  return cudaSuccess;
-}
 
 template <typename T, int BM, int BN, Activation A, bool kAsync>
 cudaError_t go_tc(const GemmArgs& g, cudaStream_t stream) {

@@ -526,19 +526,6 @@ __global__ void __launch_bounds__(kThreads) gemv_scalar_kernel(const GemvParams<
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-/** Multiprocessors of the current device (queried once; the process drives one device). */
-cudaError_t sm_count(int* out) {
-  static int cached = 0;
-  if (cached == 0) {
-    int dev = 0;
-    int sms = 0;
-    QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
-    QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    cached = sms > 0 ? sms : 1;
-  }
-  *out = cached;
-  return cudaSuccess;
-}
 
 template <Kind K, typename X, int MT, Activation A, bool kNorm>
 cudaError_t run_vec(GemvParams<X> p, int sms, cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Whether kernel launches use programmatic dependent launch (see csrc/common/launch.cuh).
+// Launch-layer queries: whether kernel launches use programmatic dependent launch (see csrc/common/launch.cuh),
+// and the device's multiprocessor count.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -23,6 +24,21 @@ bool pdl_enabled() {
     return major >= 9;
   }();
   return enabled;
+}
+
+cudaError_t sm_count(int* out) {
+  static int cached = 0;
+  if (cached == 0) {
+    int dev = 0;
+    int sms = 0;
+    const cudaError_t got = cudaGetDevice(&dev);
+    if (got != cudaSuccess) return got;
+    const cudaError_t attr = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (attr != cudaSuccess) return attr;
+    cached = sms > 0 ? sms : 1;
+  }
+  *out = cached;
+  return cudaSuccess;
 }
 
 bool pdl_early_trigger() {

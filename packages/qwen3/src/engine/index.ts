@@ -2,7 +2,15 @@
  * The engine table: which implementation runs a model, where its weights must live, and which one to pick by
  * default on this machine.
  */
-import { cudaAvailable, cudaStatus, type FloatDType, QkDeviceError, QkValueError } from '@qk/ops';
+import {
+  cudaAvailable,
+  cudaDeviceInfo,
+  cudaStatus,
+  type FloatDType,
+  megakernelPlan,
+  QkDeviceError,
+  QkValueError,
+} from '@qk/ops';
 import type { Engine, EngineName, Qwen3Config, Qwen3Weights } from '../types.js';
 import { createCpuEngine } from './cpu.js';
 import { createLayeredEngine } from './layered.js';
@@ -28,8 +36,8 @@ export interface EnginePlacement {
 export const ENGINE_NAMES: readonly EngineName[] = Object.freeze(['layered', 'megakernel', 'cpu']);
 
 /**
- * Where each engine wants its weights: `cpu` computes in float32 from CPU tensors; `layered` runs bf16 weights on
- * the GPU (the dtype of published Qwen3 checkpoints), `megakernel` likewise once it exists.
+ * Where each engine wants its weights: `cpu` computes in float32 from CPU tensors; `layered` and `megakernel` run
+ * bf16 weights on the GPU (the dtype of published Qwen3 checkpoints).
  */
 export const ENGINE_PLACEMENT: Readonly<Record<EngineName, EnginePlacement>> = Object.freeze({
   cpu: Object.freeze({ device: 'cpu', dtype: 'f32' }),
@@ -42,31 +50,56 @@ export function isEngineName(name: unknown): name is EngineName {
   return typeof name === 'string' && (ENGINE_NAMES as readonly string[]).includes(name);
 }
 
-/** `'layered'` when a usable GPU and the qk CUDA addon are present (`cudaAvailable()`), else `'cpu'`. */
-export function defaultEngine(): EngineName {
+/**
+ * Why the megakernel cannot decode `config` in `dtype` on this GPU, or null when it can: it needs a Hopper-class
+ * GPU (compute capability 9.0 or newer: its weight stream uses TMA bulk copies), bf16 weights, and a dense Qwen3
+ * shape it serves (head size 128, at most 4 query heads per KV head, at most 40 layers: 0.6B to 8B).
+ */
+export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): string | null {
+  if (!cudaAvailable()) return 'no usable GPU';
+  const { major, minor } = cudaDeviceInfo().computeCapability;
+  if (major < 9) return `the GPU has compute capability ${major}.${minor}; the megakernel needs 9.0 or newer`;
+  if (dtype !== 'bf16') return `it runs bf16 weights, not ${dtype}`;
+  if (config.headDim !== 128) return `it needs head size 128, the model has ${config.headDim}`;
+  const plan = megakernelPlan({
+    hidden: config.hiddenSize,
+    qHeads: config.numHeads,
+    kvHeads: config.numKvHeads,
+    ffn: config.intermediateSize,
+    layers: config.numLayers,
+    vocab: config.vocabSize,
+  });
+  return plan.supported ? null : plan.reason;
+}
+
+/**
+ * The engine to use when none is named: `'layered'` with a usable GPU (`cudaAvailable()`), else `'cpu'`. The
+ * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.89–1.00× and 8B at 1.00× the layered
+ * engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md), so the layered engine stays the fastest correct
+ * choice. `config` is accepted so that the default can depend on the model once the megakernel wins.
+ */
+export function defaultEngine(_config?: Qwen3Config): EngineName {
   return cudaAvailable() ? 'layered' : 'cpu';
 }
 
 /**
- * Throws, before any weights are loaded, when `name` cannot run here: an unknown name, `megakernel` (not built
- * yet), or a GPU engine without a usable GPU (the message gives `cudaStatus()`'s reason).
+ * Throws, before any weights are loaded, when `name` cannot run here: an unknown name, or a GPU engine without a
+ * usable GPU (the message gives `cudaStatus()`'s reason). With `config`, also a `megakernel` that cannot serve
+ * the model in `dtype` ({@link megakernelUnsupported}).
  *
  * @throws QkValueError for an unknown or unavailable engine.
  * @throws QkDeviceError for a GPU engine on a machine without a usable GPU.
  */
-export function checkEngineAvailable(name: unknown, op = 'createEngine'): asserts name is EngineName {
+export function checkEngineAvailable(
+  name: unknown,
+  op = 'createEngine',
+  model?: { config: Qwen3Config; dtype: FloatDType },
+): asserts name is EngineName {
   if (!isEngineName(name)) {
     throw new QkValueError(
       op,
       'engine',
       `must be one of ${ENGINE_NAMES.map((n) => `"${n}"`).join(', ')}, got ${JSON.stringify(name)}.`,
-    );
-  }
-  if (name === 'megakernel') {
-    throw new QkValueError(
-      op,
-      'engine',
-      'is "megakernel", which is not available yet; use "layered" on a GPU (or "cpu").',
     );
   }
   if (ENGINE_PLACEMENT[name].device === 'cuda' && !cudaAvailable()) {
@@ -76,13 +109,23 @@ export function checkEngineAvailable(name: unknown, op = 'createEngine'): assert
       op,
     );
   }
+  if (name === 'megakernel' && model !== undefined) {
+    const why = megakernelUnsupported(model.config, model.dtype);
+    if (why !== null) {
+      throw new QkValueError(
+        op,
+        'engine',
+        `is "megakernel", which cannot run this model here: ${why}; use "layered".`,
+      );
+    }
+  }
 }
 
 /**
  * Builds engine `name` over `weights` (which it takes ownership of: `engine.dispose()` frees them). The weights
  * should sit where {@link ENGINE_PLACEMENT} says; the `cpu` engine converts others itself.
  *
- * @throws QkValueError for `megakernel` (not available yet) or an unknown name.
+ * @throws QkValueError for an unknown name, or a `megakernel` that cannot serve the model.
  */
 export function createEngine(
   name: EngineName,
@@ -95,6 +138,9 @@ export function createEngine(
       return createCpuEngine(config, weights, options);
     case 'layered':
       return createLayeredEngine(config, weights, options);
+    case 'megakernel':
+      checkEngineAvailable(name, 'createEngine', { config, dtype: weights.embed.dtype });
+      return createLayeredEngine(config, weights, { ...options, megakernel: true });
     default:
       checkEngineAvailable(name);
       throw new QkValueError('createEngine', 'engine', `unknown engine ${JSON.stringify(name)}.`);

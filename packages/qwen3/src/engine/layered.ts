@@ -11,9 +11,13 @@
  * front, SwiGLU behind), down GEMV. Patching any of RMSNorm, MLP or RoPE to another variant runs the modules
  * one by one instead.
  *
+ * With `megakernel: true` (the `megakernel` engine) each decode step is instead one launch of the Qwen3 decode
+ * megakernel over the same weights and cache; prefill stays as above.
+ *
  * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
  * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
  * (`[q;k;v]`, `[gate;up]`). */
+import { writeFileSync } from 'node:fs';
 import {
   argmax,
   attentionWorkspace,
@@ -24,6 +28,7 @@ import {
   QkDeviceError,
   QkDisposedError,
   QkValueError,
+  Qwen3Megakernel,
   qkNormRopeAppend,
   rmsnormLinear,
   sample,
@@ -43,6 +48,12 @@ export interface LayeredEngineOptions {
    * tokenizer 151,669 tokens; random weights would otherwise pick ids no tokenizer can print.
    */
   readonly vocabLimit?: number;
+  /**
+   * Decode with the Qwen3 megakernel (one persistent kernel per step, over the same weights and KV cache) instead
+   * of the captured graph of layered kernels; prefill stays layered. The engine is then named `megakernel` and
+   * has no swappable modules. Default false.
+   */
+  readonly megakernel?: boolean;
 }
 
 type T = Tensor<FloatDType>;
@@ -158,6 +169,35 @@ export function createLayeredEngine(
   });
   const { embed, norm, lmHead } = weights;
   const workspace = attentionWorkspace(H, D, maxContext);
+  let megakernel: Qwen3Megakernel | null = null;
+  // A diagnostic: QK_MEGAKERNEL_TRACE=FILE records per-stage timings of every step, written as JSON at dispose.
+  const traceFile = process.env.QK_MEGAKERNEL_TRACE || undefined;
+  if (options.megakernel) {
+    try {
+      megakernel = new Qwen3Megakernel({
+        hidden,
+        qHeads: H,
+        kvHeads: KV,
+        ffn: config.intermediateSize,
+        layers: layers.length,
+        vocab: vocabSize,
+        layerTensors: layers,
+        embed,
+        finalNorm: norm,
+        lmHead,
+        eps,
+        ropeTheta: theta,
+        maxContext,
+        vocabLimit,
+        trace: traceFile !== undefined,
+      });
+    } catch (e) {
+      // The fused weights and caches are this engine's own; the caller frees the rest of the weights.
+      for (const l of layers) for (const t of [l.qkv, l.gateUp, l.kCache, l.vCache]) t.dispose();
+      workspace.dispose();
+      throw e;
+    }
+  }
 
   let table = defaultModules();
   let step: StepBuffers | null = null;
@@ -389,6 +429,12 @@ export function createLayeredEngine(
     start: number,
   ): { logits: T; owned: boolean; greedy: () => number } {
     checkForwardArgs(op, config, maxContext, filled, ids, start);
+    if (ids.length === 1 && megakernel !== null) {
+      megakernel.step(ids[0]!, start);
+      const token = megakernel.result();
+      filled = start + 1;
+      return { logits: megakernel.logits, owned: false, greedy: () => token };
+    }
     if (ids.length === 1) {
       const b = decode(ids[0]!, start);
       filled = start + 1;
@@ -403,8 +449,22 @@ export function createLayeredEngine(
     };
   }
 
+  const patchable: Pick<Engine, 'variants' | 'patch'> = {
+    variants: () => listVariants(),
+    patch(spec: PatchSpec) {
+      live('patch');
+      const previous = table;
+      table = resolvePatch(table, spec);
+      invalidateGraph();
+      return () => {
+        if (disposed) return;
+        table = previous;
+        invalidateGraph();
+      };
+    },
+  };
   const engine: Engine = {
-    name: 'layered',
+    name: megakernel === null ? 'layered' : 'megakernel',
     config,
     dtype,
     maxContext,
@@ -436,22 +496,16 @@ export function createLayeredEngine(
         if (r.owned) r.logits.dispose();
       }
     },
-    variants: () => listVariants(),
-    patch(spec: PatchSpec) {
-      live('patch');
-      const previous = table;
-      table = resolvePatch(table, spec);
-      invalidateGraph();
-      return () => {
-        if (disposed) return;
-        table = previous;
-        invalidateGraph();
-      };
-    },
+    // The megakernel's decode step is one fixed kernel: nothing to swap.
+    ...(megakernel === null ? patchable : {}),
     dispose() {
       if (disposed) return;
       disposed = true;
       invalidateGraph();
+      const summary = megakernel?.traceSummary();
+      if (summary && traceFile !== undefined)
+        writeFileSync(traceFile, `${JSON.stringify(summary, null, 1)}\n`);
+      megakernel?.dispose();
       if (step !== null) for (const t of Object.values(step)) t.dispose();
       const seen = new Set<Tensor>();
       for (const l of layers) for (const t of Object.values(l)) seen.add(t);

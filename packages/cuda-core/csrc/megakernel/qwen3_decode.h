@@ -1,0 +1,100 @@
+// The Qwen3 decode megakernel: one persistent kernel runs a whole batch-1 decode step of a dense Qwen3 model
+// (embedding row → layers → final norm → LM head → argmax). See qwen3_decode.cu for the design and NOTES.md for
+// the measurements behind it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qk {
+
+/** The head size every dense Qwen3 model uses; the kernel's attention is written for it. */
+constexpr int64_t kMegakernelHeadDim = 128;
+/** Layers one launch can describe (its per-layer pointers travel in the kernel parameters). */
+constexpr int kMegakernelMaxLayers = 40;
+/** Query heads per KV head (GQA group) the attention stage serves: Qwen3-0.6B/1.7B have 2, 4B/8B have 4. */
+constexpr int64_t kMegakernelMaxGroup = 4;
+
+/** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
+struct MegakernelLayer {
+  const void* input_norm;  // [hidden]
+  const void* qkv;         // [(qHeads + 2·kvHeads)·128, hidden]
+  const void* q_norm;      // [128]
+  const void* k_norm;      // [128]
+  const void* o;           // [hidden, qHeads·128]
+  const void* post_norm;   // [hidden]
+  const void* gate_up;     // [2·ffn, hidden]
+  const void* down;        // [hidden, ffn]
+  void* k_cache;           // [maxContext, kvHeads, 128]
+  void* v_cache;           // [maxContext, kvHeads, 128]
+};
+
+/** Model sizes. */
+struct MegakernelDims {
+  int64_t hidden = 0;
+  int64_t q_heads = 0;
+  int64_t kv_heads = 0;
+  int64_t ffn = 0;
+  int64_t layers = 0;
+  int64_t vocab = 0;
+};
+
+/** How a launch is shaped on this device, and the scratch it needs. */
+struct MegakernelPlan {
+  int grid = 0;           // persistent blocks: one per SM, all resident
+  int threads = 0;        // consumer warps + one producer warp
+  size_t smem_bytes = 0;  // dynamic shared memory per block
+  size_t workspace_bytes = 0;
+  int max_chunks = 0;     // attention chunks per KV head, at most
+};
+
+/** Everything one decode step reads and writes. */
+struct MegakernelArgs {
+  MegakernelDims dims;
+  MegakernelLayer layers[kMegakernelMaxLayers];
+  const void* embed = nullptr;       // [vocab, hidden]
+  const void* final_norm = nullptr;  // [hidden]
+  const void* lm_head = nullptr;     // [vocab, hidden] (the embedding when tied)
+  const float* inv_freq = nullptr;   // [64] RoPE inverse frequencies
+  int32_t* state = nullptr;          // [token id, position]: read at the start; the step leaves [next, position + 1]
+  int32_t* result = nullptr;         // [next token, error code] (MegakernelError)
+  void* logits = nullptr;            // [vocab] bf16
+  void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
+  int64_t max_context = 0;           // cache rows
+  int64_t vocab_limit = 0;           // argmax over ids below this
+  float eps = 1e-6f;
+  uint32_t epoch = 0;                // launches so far including this one (mod 2^32); barrier targets derive from it
+  uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
+  uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
+};
+
+/** Trace stamps per layer: start, then after each of QKV input, QKV, barrier, attention, barrier, O input, O,
+ * barrier, gate/up input, gate/up, barrier, down input, down, barrier. */
+constexpr int kMegakernelTraceEventsPerLayer = 15;
+/** Trace stamps per block for a model of `layers` layers (the layers, then LM-head input, LM head, end). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+constexpr int64_t megakernel_trace_events(int64_t layers) { return layers * kMegakernelTraceEventsPerLayer + 3; }
+
+/** Error codes the kernel leaves in result[1]. */
+enum class MegakernelError : int32_t {
+  None = 0,
+  Timeout = 1,         // a wait exceeded timeout_ns (a block never arrived: the GPU is shared, or a bug)
+  BadPosition = 2,     // state[1] outside [0, max_context)
+  BadToken = 3,        // state[0] outside [0, vocab)
+  NonFinite = 4,       // no finite logit among the ids below vocab_limit
+};
+
+/**
+ * The launch shape for `dims` on the current device, or an error: cudaErrorNotSupported when the sizes are not a
+ * dense Qwen3 shape the kernel serves (`why` says which), cudaErrorInvalidConfiguration when one block per SM
+ * cannot be resident with the shared memory the kernel needs.
+ */
+cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, const char** why);
+
+/** Queues one decode step. `plan` must come from megakernel_plan for the same dims. */
+cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream);
+
+}  // namespace qk

@@ -1,0 +1,389 @@
+/**
+ * The Qwen3 decode megakernel from TypeScript: one persistent CUDA kernel per batch-1 decode step of a dense Qwen3
+ * model (embedding row, every layer, final norm, LM head, argmax), reading the weights and the KV cache that the
+ * caller owns. A model package builds one over its layered weights; prefill stays with the layered kernels, and
+ * both share the cache. bf16 only, head size 128, up to 4 query heads per KV head (Qwen3-0.6B to 8B).
+ */
+import type { MegakernelPlan } from '@qk/cuda-core';
+import { cudaBinding, nativeCall } from '../backend/cuda.js';
+import { checkShape } from '../check.js';
+import { QkCudaError, QkDeviceError, QkDisposedError, QkDtypeError, QkValueError } from '../errors.js';
+import { Tensor } from '../tensor.js';
+import { dtypeCode, ptr } from './common.js';
+import { cudaInvFreq } from './elementwise.js';
+
+const HEAD_DIM = 128;
+
+/** Sizes of a dense Qwen3 model, as the megakernel sees them. */
+export interface MegakernelDims {
+  readonly hidden: number;
+  readonly qHeads: number;
+  readonly kvHeads: number;
+  /** Intermediate (FFN) size. */
+  readonly ffn: number;
+  readonly layers: number;
+  readonly vocab: number;
+}
+
+/** One layer's device tensors (bf16). `qkv` is `[q; k; v]` by rows and `gateUp` `[gate; up]`. */
+export interface MegakernelLayer {
+  readonly inputNorm: Tensor;
+  readonly qkv: Tensor;
+  readonly qNorm: Tensor;
+  readonly kNorm: Tensor;
+  readonly o: Tensor;
+  readonly postNorm: Tensor;
+  readonly gateUp: Tensor;
+  readonly down: Tensor;
+  /** `[maxContext, kvHeads, 128]`. */
+  readonly kCache: Tensor;
+  readonly vCache: Tensor;
+}
+
+/** What {@link Qwen3Megakernel} is built over. */
+export interface MegakernelSpec extends MegakernelDims {
+  readonly layerTensors: readonly MegakernelLayer[];
+  readonly embed: Tensor;
+  readonly finalNorm: Tensor;
+  /** The LM head (the embedding itself when tied). */
+  readonly lmHead: Tensor;
+  readonly eps: number;
+  readonly ropeTheta: number;
+  /** Cache rows. */
+  readonly maxContext: number;
+  /** The argmax considers ids below this (default: the vocabulary). */
+  readonly vocabLimit?: number;
+  /**
+   * Every wait inside the kernel gives up after this many milliseconds and the step fails with an error (default
+   * 2000, or the environment variable QK_MEGAKERNEL_TIMEOUT_MS; raise it under compute-sanitizer).
+   */
+  readonly timeoutMs?: number;
+  /**
+   * Record globaltimer stamps at every stage boundary of every block in each step, and aggregate them
+   * ({@link Qwen3Megakernel.traceSummary}). A diagnostic: it costs a copy of the stamps after every step.
+   */
+  readonly trace?: boolean;
+}
+
+/** Stage names of the 15 trace stamps of a layer (each stamp closes the stage named here). */
+export const MEGAKERNEL_TRACE_STAGES = [
+  'layer start (after the previous layer)',
+  'QKV input (RMSNorm)',
+  'QKV GEMV',
+  'barrier after QKV',
+  'attention',
+  'barrier after attention',
+  'O input',
+  'O GEMV + residual',
+  'barrier after O',
+  'gate/up input (RMSNorm)',
+  'gate/up GEMV + SwiGLU',
+  'barrier after gate/up',
+  'down input',
+  'down GEMV + residual',
+  'barrier after down',
+] as const;
+
+/** Mean microseconds per step spent in each stage, summed over layers: mean over blocks and the slowest block. */
+export interface MegakernelTraceSummary {
+  readonly steps: number;
+  readonly stages: readonly { readonly stage: string; readonly meanUs: number; readonly maxUs: number }[];
+  /** First stamp of any block to the argmax, mean per step. */
+  readonly stepUs: number;
+}
+
+const ERRORS: Record<number, string> = {
+  1: 'a block waited longer than the timeout for the others (is another program using this GPU? Then the megakernel cannot keep all its blocks resident; use the layered engine)',
+  2: 'the position is outside the KV cache',
+  3: 'the token id is outside the vocabulary',
+  4: 'no logit was finite (the weights or activations hold NaN or infinity)',
+};
+
+/**
+ * How the megakernel would launch for `dims` on this GPU, or why it cannot (`supported: false` with a reason).
+ * Throws `QkDeviceError` without a usable GPU.
+ */
+export function megakernelPlan(dims: MegakernelDims): MegakernelPlan {
+  const op = 'megakernelPlan';
+  const b = cudaBinding(op);
+  return nativeCall(op, () =>
+    b.megakernelPlan(dims.hidden, dims.qHeads, dims.kvHeads, dims.ffn, dims.layers, dims.vocab),
+  );
+}
+
+function defaultTimeoutMs(): number {
+  const env = typeof process !== 'undefined' ? process.env.QK_MEGAKERNEL_TIMEOUT_MS : undefined;
+  const n = env === undefined ? Number.NaN : Number(env);
+  return Number.isSafeInteger(n) && n > 0 ? n : 2000;
+}
+
+/**
+ * A megakernel instance: `step(token, position)` queues one decode step; `result()` waits for it and returns the
+ * argmax token; `logits` holds the step's logits. The tensors of the spec must stay alive until `dispose()`.
+ */
+export class Qwen3Megakernel {
+  readonly plan: Extract<MegakernelPlan, { supported: true }>;
+  /** bf16 `[1, vocab]`: the last step's logits. */
+  readonly logits: Tensor<'bf16'>;
+  #handle: number | null;
+  readonly #state: Tensor<'i32'>;
+  readonly #result: Tensor<'i32'>;
+  readonly #workspace: Tensor<'u8'>;
+  readonly #maxContext: number;
+  readonly #vocab: number;
+  /** The state the last step left on the device (its token and position + 1), when known. */
+  #expected: { token: number; position: number } | null = null;
+  /** The position of the step queued last. */
+  #pendingPosition = -1;
+  readonly #trace: Tensor<'u8'> | null;
+  readonly #traceLayers: number;
+  /** Per stage (15 per layer + LM input, LM head, argmax): sums over steps of the mean and max over blocks (ns). */
+  #traceSums: { mean: Float64Array; max: Float64Array; step: number; steps: number } | null = null;
+
+  constructor(spec: MegakernelSpec) {
+    const op = 'Qwen3Megakernel';
+    const b = cudaBinding(op);
+    const plan = megakernelPlan(spec);
+    if (!plan.supported) {
+      throw new QkValueError(op, 'spec', `these sizes are not served by the megakernel: ${plan.reason}.`);
+    }
+    this.plan = plan;
+    const { hidden, qHeads, kvHeads, ffn, layers, vocab, maxContext } = spec;
+    if (spec.layerTensors.length !== layers) {
+      throw new QkValueError(
+        op,
+        'layerTensors',
+        `must hold ${layers} layers, got ${spec.layerTensors.length}.`,
+      );
+    }
+    const vocabLimit = spec.vocabLimit ?? vocab;
+    const timeoutMs = spec.timeoutMs ?? defaultTimeoutMs();
+    const all: [string, Tensor, number[]][] = [
+      ['embed', spec.embed, [vocab, hidden]],
+      ['finalNorm', spec.finalNorm, [hidden]],
+      ['lmHead', spec.lmHead, [vocab, hidden]],
+    ];
+    spec.layerTensors.forEach((l, i) => {
+      const at = `layerTensors[${i}].`;
+      all.push(
+        [`${at}inputNorm`, l.inputNorm, [hidden]],
+        [`${at}qkv`, l.qkv, [(qHeads + 2 * kvHeads) * HEAD_DIM, hidden]],
+        [`${at}qNorm`, l.qNorm, [HEAD_DIM]],
+        [`${at}kNorm`, l.kNorm, [HEAD_DIM]],
+        [`${at}o`, l.o, [hidden, qHeads * HEAD_DIM]],
+        [`${at}postNorm`, l.postNorm, [hidden]],
+        [`${at}gateUp`, l.gateUp, [2 * ffn, hidden]],
+        [`${at}down`, l.down, [hidden, ffn]],
+        [`${at}kCache`, l.kCache, [maxContext, kvHeads, HEAD_DIM]],
+        [`${at}vCache`, l.vCache, [maxContext, kvHeads, HEAD_DIM]],
+      );
+    });
+    for (const [name, t, shape] of all) {
+      if (t.disposed) throw new QkDisposedError(`${op}: ${name}`);
+      if (t.device !== 'cuda') throw new QkDeviceError(`${name} must be a CUDA tensor.`, op);
+      if (t.dtype !== 'bf16') {
+        throw new QkDtypeError({
+          op,
+          arg: name,
+          expected: 'bf16',
+          got: t.dtype,
+          hint: 'the megakernel runs bf16 weights',
+        });
+      }
+      checkShape(op, name, t, shape);
+    }
+    const pointers = new BigUint64Array(layers * 10);
+    spec.layerTensors.forEach((l, i) => {
+      const row = [
+        l.inputNorm,
+        l.qkv,
+        l.qNorm,
+        l.kNorm,
+        l.o,
+        l.postNorm,
+        l.gateUp,
+        l.down,
+        l.kCache,
+        l.vCache,
+      ];
+      row.forEach((t, j) => {
+        pointers[i * 10 + j] = ptr(t);
+      });
+    });
+    const invFreq = cudaInvFreq(HEAD_DIM, spec.ropeTheta);
+    this.#state = Tensor.empty([2], 'i32', 'cuda');
+    this.#result = Tensor.empty([2], 'i32', 'cuda');
+    this.logits = Tensor.empty([1, vocab], 'bf16', 'cuda');
+    this.#workspace = Tensor.empty([plan.workspaceBytes], 'u8', 'cuda');
+    this.#traceLayers = layers;
+    this.#trace = spec.trace ? Tensor.zeros([plan.grid * (layers * 15 + 3) * 8], 'u8').to('cuda') : null;
+    this.#maxContext = maxContext;
+    this.#vocab = vocab;
+    try {
+      this.#handle = nativeCall(op, () =>
+        b.megakernelCreate(
+          dtypeCode('bf16'),
+          hidden,
+          qHeads,
+          kvHeads,
+          ffn,
+          layers,
+          vocab,
+          vocabLimit,
+          maxContext,
+          spec.eps,
+          pointers,
+          ptr(spec.embed),
+          ptr(spec.finalNorm),
+          ptr(spec.lmHead),
+          ptr(invFreq),
+          ptr(this.#state),
+          ptr(this.#result),
+          ptr(this.logits),
+          ptr(this.#workspace),
+          timeoutMs,
+          this.#trace === null ? 0n : ptr(this.#trace),
+        ),
+      );
+    } catch (e) {
+      for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace]) t?.dispose();
+      throw e;
+    }
+  }
+
+  #live(op: string): number {
+    if (this.#handle === null) throw new QkDisposedError(`Qwen3Megakernel.${op}`);
+    return this.#handle;
+  }
+
+  /**
+   * Queues one decode step of `token` at `position` (its key and value land in cache row `position`; attention
+   * covers rows 0…position). Uploads the state only when it differs from what the previous step left.
+   */
+  step(token: number, position: number): void {
+    const op = 'Qwen3Megakernel.step';
+    const h = this.#live('step');
+    if (!Number.isSafeInteger(token) || token < 0 || token >= this.#vocab) {
+      throw new QkValueError(op, 'token', `must be an integer id in [0, ${this.#vocab}), got ${token}.`);
+    }
+    if (!Number.isSafeInteger(position) || position < 0 || position >= this.#maxContext) {
+      throw new QkValueError(op, 'position', `must lie in [0, ${this.#maxContext}), got ${position}.`);
+    }
+    const e = this.#expected;
+    if (e === null || e.token !== token || e.position !== position) {
+      this.#state.copyFrom(Tensor.fromStorage(Int32Array.of(token, position), [2], 'i32'));
+    }
+    this.#expected = null;
+    nativeCall(op, () => cudaBinding(op).megakernelLaunch(h));
+    this.#pendingPosition = position;
+  }
+
+  /**
+   * Waits for the last step and returns its argmax token. A step that failed inside the kernel (a timed-out wait,
+   * non-finite logits) throws `QkCudaError` after the instance is reset, so the next step can run.
+   */
+  result(): number {
+    const op = 'Qwen3Megakernel.result';
+    const h = this.#live('result');
+    const [token, error] = this.#result.to('cpu').data as Int32Array;
+    if (error !== 0) {
+      this.#expected = null;
+      nativeCall(op, () => cudaBinding(op).megakernelReset(h));
+      throw new QkCudaError(
+        op,
+        'megakernel',
+        `the decode step failed: ${ERRORS[error!] ?? `error code ${error}`}.`,
+      );
+    }
+    this.#expected = { token: token!, position: this.#pendingPosition + 1 };
+    if (this.#trace !== null) this.#accumulateTrace();
+    return token!;
+  }
+
+  #accumulateTrace(): void {
+    const raw = this.#trace!.to('cpu').data as Uint8Array;
+    const stamps = new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8);
+    const events = this.#traceLayers * 15 + 3;
+    const grid = this.plan.grid;
+    const sums = (this.#traceSums ??= {
+      mean: new Float64Array(events),
+      max: new Float64Array(events),
+      step: 0,
+      steps: 0,
+    });
+    let first = Number.POSITIVE_INFINITY;
+    let last = 0;
+    for (let e = 0; e < events; e++) {
+      let total = 0;
+      let most = 0;
+      let counted = 0;
+      for (let blk = 0; blk < grid; blk++) {
+        const at = stamps[blk * events + e]!;
+        if (at === 0n) continue; // the argmax stamp: the last block only
+        const t = Number(at);
+        first = Math.min(first, t);
+        last = Math.max(last, t);
+        if (e === 0) continue;
+        const prev = Number(stamps[blk * events + e - 1]!);
+        total += t - prev;
+        most = Math.max(most, t - prev);
+        counted++;
+      }
+      if (counted > 0) {
+        sums.mean[e]! += total / counted;
+        sums.max[e]! += most;
+      }
+    }
+    sums.step += last - first;
+    sums.steps++;
+  }
+
+  /** The aggregated stage timings of the steps so far (only with `trace`), or null. */
+  traceSummary(): MegakernelTraceSummary | null {
+    const s = this.#traceSums;
+    if (s === null) return null;
+    const names = [
+      ...MEGAKERNEL_TRACE_STAGES,
+      'LM-head input (final RMSNorm)',
+      'LM head GEMV',
+      'argmax (last block)',
+    ];
+    const mean = new Float64Array(names.length);
+    const max = new Float64Array(names.length);
+    for (let e = 1; e < s.mean.length; e++) {
+      const k = e >= this.#traceLayers * 15 ? 15 + (e - this.#traceLayers * 15) : e % 15;
+      mean[k]! += s.mean[e]!;
+      max[k]! += s.max[e]!;
+    }
+    return {
+      steps: s.steps,
+      stages: names.map((stage, k) => ({
+        stage,
+        meanUs: mean[k]! / s.steps / 1000,
+        maxUs: max[k]! / s.steps / 1000,
+      })),
+      stepUs: s.step / s.steps / 1000,
+    };
+  }
+
+  get disposed(): boolean {
+    return this.#handle === null;
+  }
+
+  dispose(): void {
+    if (this.#handle === null) return;
+    const h = this.#handle;
+    this.#handle = null;
+    try {
+      nativeCall('Qwen3Megakernel.dispose', () =>
+        cudaBinding('Qwen3Megakernel.dispose').megakernelDestroy(h),
+      );
+    } finally {
+      for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace]) t?.dispose();
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}

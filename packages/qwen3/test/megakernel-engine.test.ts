@@ -1,0 +1,175 @@
+/**
+ * The megakernel engine (one persistent kernel per decode step) against the layered engine and the cpu engine on
+ * the same random bf16 weights, at head size 128 (the megakernel's) with GQA groups of 1, 2 and 4, tied and untied
+ * LM heads, contexts long enough to split attention into many chunks; repeatability bit for bit; greedy decode
+ * equal to the argmax of its own logits; refusals. GPU only: skipped, visibly, where no GPU is usable.
+ */
+import * as cudaCore from '@qk/cuda-core';
+import {
+  cudaAvailable,
+  cudaDeviceInfo,
+  megakernelPlan,
+  QkDisposedError,
+  QkValueError,
+  Tensor,
+  useCudaBackend,
+} from '@qk/ops';
+import { closeness } from '@qk/ops/testing';
+import { describe, expect, it } from 'vitest';
+import { createCpuEngine } from '../src/engine/cpu.js';
+import { createEngine } from '../src/engine/index.js';
+import type { Engine, Qwen3Config, Qwen3Weights } from '../src/types.js';
+import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+
+useCudaBackend(cudaCore);
+const hopper = cudaAvailable() && cudaDeviceInfo().computeCapability.major >= 9;
+
+function toCuda(w: Qwen3Weights<'bf16'>): Qwen3Weights<'bf16'> {
+  const moved = new Map<Tensor, Tensor>();
+  const mv = (t: Tensor<'bf16'>) => {
+    let m = moved.get(t);
+    if (m === undefined) moved.set(t, (m = t.to('cuda')));
+    return m as Tensor<'bf16'>;
+  };
+  return {
+    embed: mv(w.embed),
+    layers: w.layers.map((l) => Object.fromEntries(Object.entries(l).map(([k, t]) => [k, mv(t)]))) as never,
+    norm: mv(w.norm),
+    lmHead: mv(w.lmHead),
+  };
+}
+
+/** Head size 128 configs: groups of 2 (untied), 4 (tied, odd vocab), 1 (MHA, odd hidden multiple of 8). */
+const CONFIGS: [string, Qwen3Config][] = [
+  [
+    'GQA 2, untied',
+    smallConfig({
+      hiddenSize: 256,
+      numHeads: 4,
+      numKvHeads: 2,
+      headDim: 128,
+      intermediateSize: 384,
+      vocabSize: 1000,
+    }),
+  ],
+  [
+    'GQA 4, tied, odd vocab',
+    smallConfig({
+      hiddenSize: 512,
+      numLayers: 3,
+      numHeads: 8,
+      numKvHeads: 2,
+      headDim: 128,
+      intermediateSize: 712,
+      vocabSize: 1001,
+      tieWordEmbeddings: true,
+    }),
+  ],
+  [
+    'MHA, hidden 200',
+    smallConfig({
+      hiddenSize: 200,
+      numHeads: 2,
+      numKvHeads: 2,
+      headDim: 128,
+      intermediateSize: 328,
+      vocabSize: 517,
+    }),
+  ],
+];
+
+const MAX_CONTEXT = 640;
+
+function build(name: 'layered' | 'megakernel', config: Qwen3Config, seed: number): Engine {
+  return createEngine(name, config, toCuda(randomWeights(config, seed, 'bf16')), { maxContext: MAX_CONTEXT });
+}
+
+/** Logits of a prefill of `ids[0..split)` then one decode step per remaining id. */
+function trace(engine: Engine, ids: readonly number[], split: number): Float32Array[] {
+  const out = [engine.logits(ids.slice(0, split), 0)];
+  for (let p = split; p < ids.length; p++) out.push(engine.logits([ids[p]!], p));
+  return out;
+}
+
+function argmax(x: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
+  return best;
+}
+
+function rel(a: Float32Array, b: Float32Array) {
+  return closeness(Tensor.fromStorage(a, [a.length], 'f32'), Tensor.fromStorage(b, [b.length], 'f32'));
+}
+
+describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)', () => {
+  for (const [name, config] of CONFIGS) {
+    it(`matches the layered engine step by step over 500+ positions (${name})`, () => {
+      const layered = build('layered', config, 5);
+      const mk = build('megakernel', config, 5);
+      expect(mk.name).toBe('megakernel');
+      // A prefill of 480 then decode steps to 520: the attention of each step splits into up to 16 chunks.
+      const ids = randomIds(520, config.vocabSize, 17);
+      const want = trace(layered, ids, 480);
+      const got = trace(mk, ids, 480);
+      let agree = 0;
+      for (let s = 1; s < want.length; s++) {
+        expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+        expect(rel(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+        if (argmax(got[s]!) === argmax(want[s]!)) agree++;
+      }
+      expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+      layered.dispose();
+      mk.dispose();
+    });
+  }
+
+  it('matches the cpu engine (f32 over the same bf16 weights) on short contexts, one chunk per head', () => {
+    const config = CONFIGS[0]![1];
+    const cpu = createCpuEngine(config, randomWeights(config, 9, 'bf16'), { maxContext: 64 });
+    const mk = build('megakernel', config, 9);
+    const ids = randomIds(40, config.vocabSize, 3);
+    const want = trace(cpu, ids, 1); // position 0 onwards: every step is a megakernel step
+    const got = trace(mk, ids, 1);
+    for (let s = 1; s < want.length; s++)
+      expect(rel(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(3e-2);
+    cpu.dispose();
+    mk.dispose();
+  });
+
+  it('repeats bit for bit, and greedy decode returns the argmax of its own logits', () => {
+    const config = CONFIGS[1]![1];
+    const mk = build('megakernel', config, 2);
+    const ids = randomIds(300, config.vocabSize, 8);
+    const first = trace(mk, ids, 200);
+    const second = trace(mk, ids, 200);
+    for (let s = 0; s < first.length; s++)
+      expect(Buffer.compare(Buffer.from(first[s]!.buffer), Buffer.from(second[s]!.buffer)), `step ${s}`).toBe(
+        0,
+      );
+    // Greedy: the state the kernel leaves ([next, position + 1]) feeds the next step without an upload.
+    const sampling = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    let token = mk.next(ids.slice(0, 50), 0, sampling, 0);
+    for (let p = 50; p < 80; p++) {
+      const logits = mk.logits([token], p); // the same step again, for its logits: rewinding is allowed
+      const next = mk.next([token], p, sampling, p);
+      expect(next).toBe(argmax(logits));
+      token = next;
+    }
+    mk.dispose();
+  });
+
+  it('has no swappable modules, refuses shapes it does not serve, and refuses use after dispose', () => {
+    const config = CONFIGS[0]![1];
+    const mk = build('megakernel', config, 1);
+    expect(mk.patch === undefined).toBe(true);
+    mk.dispose();
+    expect(() => mk.logits([1], 0)).toThrow(QkDisposedError);
+    const small = smallConfig(); // head size 16
+    expect(() =>
+      createEngine('megakernel', small, toCuda(randomWeights(small, 1, 'bf16')), { maxContext: 8 }),
+    ).toThrow(QkValueError);
+    const plan = megakernelPlan({ hidden: 256, qHeads: 16, kvHeads: 2, ffn: 384, layers: 2, vocab: 100 });
+    expect(plan.supported).toBe(false);
+    if (!plan.supported) expect(plan.reason).toMatch(/query heads per KV head/);
+  });
+});
