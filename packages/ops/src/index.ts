@@ -18,6 +18,7 @@ export {
   MEGAKERNEL_TRACE_STAGES,
   type MegakernelDims,
   type MegakernelLayer,
+  type MegakernelPlan,
   type MegakernelSpec,
   type MegakernelTraceSummary,
   megakernelPlan,

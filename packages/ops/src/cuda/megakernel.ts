@@ -4,7 +4,6 @@
  * caller owns. A model package builds one over its layered weights; prefill stays with the layered kernels, and
  * both share the cache. bf16 only, head size 128, up to 4 query heads per KV head (Qwen3-0.6B to 8B).
  */
-import type { MegakernelPlan } from '@qk/cuda-core';
 import { cudaBinding, nativeCall } from '../backend/cuda.js';
 import { checkShape } from '../check.js';
 import { QkCudaError, QkDeviceError, QkDisposedError, QkDtypeError, QkValueError } from '../errors.js';
@@ -24,6 +23,24 @@ export interface MegakernelDims {
   readonly layers: number;
   readonly vocab: number;
 }
+
+/**
+ * How the megakernel launches for some sizes on this GPU (one persistent block per SM), or why it cannot. (The same
+ * shape as the addon's answer, restated here so that `@qk/ops`' types do not need the optional addon.)
+ */
+export type MegakernelPlan =
+  | {
+      readonly supported: true;
+      /** Persistent blocks (one per SM). */
+      readonly grid: number;
+      readonly threads: number;
+      /** Dynamic shared memory per block. */
+      readonly sharedBytes: number;
+      readonly workspaceBytes: number;
+      /** Attention chunks per KV head, at most. */
+      readonly maxChunks: number;
+    }
+  | { readonly supported: false; readonly reason: string };
 
 /** One layer's device tensors (bf16). `qkv` is `[q; k; v]` by rows and `gateUp` `[gate; up]`. */
 export interface MegakernelLayer {
