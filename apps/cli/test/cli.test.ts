@@ -62,10 +62,61 @@ describe('qk', () => {
     expect(report.rows.every((row: { status: string }) => row.status === 'skipped')).toBe(true);
   });
 
-  it.runIf(!gpu)('bench ops without a GPU is skipped with the reason', () => {
-    const r = qk('bench', 'ops', '--no-peers');
-    expect(r.code).toBe(0);
-    expect(r.out).toMatch(/skipped — .*cuda/);
+  it('bench lists its suites and refuses bad combinations with the reason', () => {
+    const list = qk('bench', 'list');
+    expect(list.code).toBe(0);
+    for (const suite of [
+      'rmsnorm',
+      'rope',
+      'swiglu',
+      'norm-linear',
+      'attention',
+      'linear-act',
+      'quant',
+      'decode',
+      'prefill',
+      'patch',
+    ])
+      expect(list.out).toMatch(new RegExp(`^${suite} `, 'm'));
+    const twoNames = qk('bench', 'rope', 'swiglu', '--name', 'x');
+    expect(twoNames.code).toBe(2);
+    expect(twoNames.err).toContain('--name needs exactly one suite');
+    expect(qk('bench', 'render', join(tmpdir(), 'qk-no-such-report')).err).toContain('has no index.json');
+  });
+
+  it('bench writes a valid report directory, keeps other reports in it, and re-renders it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qk-bench-'));
+    const backend = gpu ? 'cuda' : 'cpu';
+    const filter = gpu ? '1x128x' : '1x16x';
+    const first = qk('bench', 'rmsnorm', '--no-peers', '--filter', filter, '--report', dir);
+    expect(first.code, first.err).toBe(0);
+    if (!gpu) expect(first.err).toContain('running the CPU suites at small sizes');
+    const second = qk(
+      'bench',
+      'gemv',
+      '--no-peers',
+      '--name',
+      'gemv-small',
+      '--filter',
+      'qkv',
+      '--report',
+      dir,
+    );
+    expect(second.code, second.err).toBe(0);
+    const index = JSON.parse(readFileSync(join(dir, 'index.json'), 'utf8'));
+    expect(index.suites.map((s: { suite: string }) => s.suite)).toEqual(['rmsnorm', 'gemv-small']);
+    const report = JSON.parse(readFileSync(join(dir, 'rmsnorm.json'), 'utf8'));
+    expect(report.schema).toBe('qk.bench/2');
+    expect(report.backend).toBe(backend);
+    expect(report.rows).toHaveLength(1);
+    expect(report.rows[0].timing.median).toBeGreaterThan(0);
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toContain(report.rows[0].label);
+    const svg = readFileSync(join(dir, 'rmsnorm-bandwidth.svg'), 'utf8');
+    const md = readFileSync(join(dir, 'rmsnorm.md'), 'utf8');
+    const rendered = qk('bench', 'render', dir);
+    expect(rendered.code, rendered.err).toBe(0);
+    expect(readFileSync(join(dir, 'rmsnorm-bandwidth.svg'), 'utf8')).toBe(svg);
+    expect(readFileSync(join(dir, 'rmsnorm.md'), 'utf8')).toBe(md);
   });
 
   it.runIf(gpu)('verify passes on the GPU for the RMSNorm family', () => {

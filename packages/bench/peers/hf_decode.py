@@ -1,18 +1,31 @@
 #!/usr/bin/env python3
-"""HF transformers decode peers for `qk bench decode`: tokens per second of batch-1 greedy decode, measured the way
-qk measures itself (wall clock around a run of steps, each step's token read back on the host), at given positions.
+"""HF transformers decode and prefill peers for `qk bench decode`, measured the way qk measures itself.
 
-Two peers per position:
+Decode (default): tokens per second of batch-1 greedy decode (wall clock around a run of steps, each step's token read
+back on the host), at given positions. Two peers per position:
   eager        model(...) with HF's dynamic cache, one Python forward per token (what `generate` does);
   static+graph a StaticCache and ONE CUDA graph of the decode step captured once and replayed per token.
+Prints JSON: {"torch", "transformers", "device", "results": [{"peer", "position", "tokens", "runs", "tokPerS",
+"msPerToken", "samples"}]}, where tokPerS / msPerToken come from the median run and samples is every run's tok/s.
+
+Prefill (--prefill LENGTHS; then only prefill is measured): latency of prompt forward + first token, as qk's prefill
+ms is measured: after torch.cuda.synchronize(), the wall clock around model(input_ids=[1, L], use_cache=True) on a
+fresh dynamic cache and the host read-back of the last position's argmax. Only last-position logits are computed when
+the model's forward takes logits_to_keep (or num_logits_to_keep), as `generate` asks for. Peer `eager` only (hf-eager);
+`graph` has no prefill counterpart and is skipped. One untimed warm-up per length, then --runs timed runs.
+Prints JSON: {"torch", "transformers", "device", "mode": "prefill", "results": [{"peer", "length", "runs", "ms",
+"samples"}]}, where ms is the median and samples every run's ms.
 
 The model is a checkpoint directory (config.json + safetensors, e.g. written by `qk model init` or hf_reference.py).
-Prints JSON: {"torch", "transformers", "device", "results": [{"peer", "position", "tokens", "tokPerS", "msPerToken"}]}.
+The JSON goes to stdout (one line) and, with --out, to that file; progress goes to stderr.
 
 Usage: python3 hf_decode.py CKPT_DIR --positions 1,128,1024 [--tokens 128] [--runs 3] [--peers eager,graph]
        [--dtype bfloat16] [--out OUT.json]
+       python3 hf_decode.py CKPT_DIR --prefill 128,512,2048 [--runs 3] [--peers eager] [--dtype bfloat16]
+       [--out OUT.json]
 """
 import argparse
+import inspect
 import json
 import statistics
 import sys
@@ -85,6 +98,53 @@ def run_graph(model, position, tokens, dtype):
     return time.perf_counter() - t0
 
 
+def last_logits_kwargs(model):
+    # `generate` asks for the last position's logits only (logits_to_keep=1, formerly num_logits_to_keep) and so does
+    # qk's prefill; without it HF projects every prompt position onto the vocabulary.
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    for name in ("logits_to_keep", "num_logits_to_keep"):
+        if name in params:
+            return {name: 1}
+    return {}
+
+
+@torch.no_grad()
+def run_prefill(model, ids, extra):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    # No past_key_values: the model starts a fresh DynamicCache, as the first forward of `generate` does.
+    out = model(input_ids=ids, use_cache=True, **extra)
+    int(out.logits[0, -1].argmax())  # first token on the host
+    return time.perf_counter() - t0
+
+
+def prefill(model, a):
+    extra = last_logits_kwargs(model)
+    if not extra:
+        print("prefill: forward takes no logits_to_keep; logits cover every prompt position", file=sys.stderr)
+    # A fresh process meets cold kernels, cuBLAS heuristics and idle clocks on its first forwards: run every length
+    # once before any is timed, so the first length is not charged for the whole process's start.
+    lengths = [int(n) for n in a.prefill.split(",")]
+    for length in lengths:
+        run_prefill(model, prompt_ids(length, model.config.vocab_size), extra)
+    results = []
+    for peer in a.peers.split(","):
+        if peer != "eager":
+            print(f"prefill: peer {peer!r} skipped (only eager has a prefill counterpart)", file=sys.stderr)
+            continue
+        for length in lengths:
+            ids = prompt_ids(length, model.config.vocab_size)
+            run_prefill(model, ids, extra)  # untimed warm-up at this length
+            samples = [run_prefill(model, ids, extra) * 1000 for _ in range(a.runs)]
+            results.append({"peer": "hf-eager", "length": length, "runs": a.runs, "ms": statistics.median(samples),
+                            "samples": samples})
+            print(f"{'hf-eager':>16} prefill {length:>5}: {results[-1]['ms']:.2f} ms", file=sys.stderr)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ckpt")
@@ -93,10 +153,16 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--peers", default="eager,graph")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--prefill", help="comma list of prompt lengths: measure prefill latency instead of decode")
     ap.add_argument("--out")
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
     model = AutoModelForCausalLM.from_pretrained(a.ckpt, torch_dtype=dtype, attn_implementation="sdpa").cuda().eval()
+    if a.prefill:
+        doc = {"torch": torch.__version__, "transformers": transformers.__version__,
+               "device": torch.cuda.get_device_name(), "mode": "prefill", "results": prefill(model, a)}
+        emit(doc, a.out)
+        return
     results = []
     for peer in a.peers.split(","):
         for position in [int(p) for p in a.positions.split(",")]:
@@ -107,13 +173,17 @@ def main():
             med = statistics.median(times)
             results.append({"peer": "hf-eager" if peer == "eager" else "hf-static-graph", "position": position,
                             "tokens": a.tokens, "runs": a.runs, "tokPerS": a.tokens / med,
-                            "msPerToken": med * 1000 / a.tokens})
+                            "msPerToken": med * 1000 / a.tokens, "samples": [a.tokens / t for t in times]})
             print(f"{results[-1]['peer']:>16} pos {position:>5}: {results[-1]['tokPerS']:.1f} tok/s", file=sys.stderr)
     doc = {"torch": torch.__version__, "transformers": transformers.__version__,
            "device": torch.cuda.get_device_name(), "results": results}
+    emit(doc, a.out)
+
+
+def emit(doc, out):
     text = json.dumps(doc)
-    if a.out:
-        with open(a.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(text)
     print(text)
 

@@ -4,13 +4,31 @@
 Reads a JSON list of case specs (written by @qk/bench: id, kind, dtype, dims, rotations), builds the same
 shapes with rotating input sets (and rotating outputs), and times each case in PyTorch eager and under torch.compile. Like qk, a sample
 is a CUDA graph replaying many calls, timed with CUDA events, divided by the call count; the median of the
-samples is reported in microseconds per call. Writes {"torch": version, "results": {id: {...}}} as JSON.
+samples is reported in microseconds per call. Writes {"torch": version, "device": name, "results": {id: {...}}} as
+JSON, where each entry is {eagerUs, compileUs, seconds} with eagerError / compileError in place of a time that could
+not be taken (a case that fails, even while building its inputs, is reported and the script goes on).
 
-Usage: python3 torch_ops.py SPEC.json OUT.json
+Kinds and their inputs (one tuple per rotation; shapes from `dims`):
+  rmsnorm            (x [rows,n], w [n])
+  fused_add_rmsnorm  (x [rows,n], r [rows,n], w [n])
+  rope               (x [seq,heads,dim], cos [seq,1,dim], sin [seq,1,dim])
+  swiglu             (g [rows,ffn], u [rows,ffn])
+  linear             (x [m,k], w [n,k])
+  attention_decode   (q [1,qHeads,1,dim], k/v [1,kvHeads,kvLen,dim])
+  rmsnorm_linear     (x [rows,k], norm w [k], w [n,k]); HF RMSNorm then F.linear; glu=1: n is 2*ffn (gate rows,
+                     then up rows) and the result is silu(gate) * up
+  attention_prefill  (q [batch,qHeads,seq,dim], k/v [batch,kvHeads,seq,dim]); SDPA, causal when causal=1
+  linear_act         (x [m,k], w [n,k]); act(F.linear) with act 1 = SiLU, 2 = exact (erf) GELU, 3 = tanh GELU
+  linear_int8        (x [m,k], q int8 [n,k], scale [n]); weight-only int8, one scale per output channel
+  linear_int4        (x [m,k], packed uint8 [n,k/2], scale [n,k/group]); weight-only int4, symmetric groups of
+                     `group` (default 128) along k, two codes per byte (low nibble = even k), stored code+8
+
+Usage: python3 torch_ops.py SPEC.json OUT.json [--no-compile]
+  --no-compile  time eager only (no torch.compile peer, no compileUs)
 """
+import argparse
 import json
 import math
-import sys
 import time
 
 import torch
@@ -60,6 +78,104 @@ def attention_decode_eager(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
+def rmsnorm_linear_eager(x, nw, w):
+    # HF decoder layer: input_layernorm then the q/k/v (or any) projection of the normed rows
+    return F.linear(rmsnorm_eager(x, nw), w)
+
+
+def rmsnorm_linear_glu_eager(x, nw, w):
+    # post_attention_layernorm then the gate and up projections as one [2*ffn, k] weight, then SwiGLU
+    y = F.linear(rmsnorm_eager(x, nw), w)
+    ffn = y.shape[-1] // 2
+    return F.silu(y[:, :ffn]) * y[:, ffn:]
+
+
+def _probe_enable_gqa():
+    # `enable_gqa` arrived in torch 2.5; probe once on tiny CPU tensors rather than catching TypeError inside a function
+    # that dynamo traces.
+    try:
+        F.scaled_dot_product_attention(torch.zeros(1, 2, 1, 8), torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8),
+                                       enable_gqa=True)
+        return True
+    except Exception:
+        return False
+
+
+HAS_ENABLE_GQA = _probe_enable_gqa()
+
+
+def sdpa(q, k, v, causal):
+    # q [B, Hq, S, D], k/v [B, Hkv, S, D]. enable_gqa only when the head counts differ; without it, HF's own fallback
+    # (repeat_kv) expands k/v to the query heads first.
+    hq, hkv = q.shape[1], k.shape[1]
+    if hq == hkv:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if HAS_ENABLE_GQA:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    rep = hq // hkv
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1),
+                                          is_causal=causal)
+
+
+def attention_prefill_eager(q, k, v):
+    return sdpa(q, k, v, False)
+
+
+def attention_prefill_causal_eager(q, k, v):
+    return sdpa(q, k, v, True)
+
+
+def linear_silu_eager(x, w):
+    return F.silu(F.linear(x, w))
+
+
+def linear_gelu_eager(x, w):
+    return F.gelu(F.linear(x, w))  # exact (erf)
+
+
+def linear_gelu_tanh_eager(x, w):
+    return F.gelu(F.linear(x, w), approximate="tanh")
+
+
+LINEAR_ACT = {1: linear_silu_eager, 2: linear_gelu_eager, 3: linear_gelu_tanh_eager}
+
+
+def linear_int8_eager(x, q, scale):
+    # Weight-only int8 as torchao-style code writes it: widen the codes, matmul, scale each output column. Eager pays
+    # for the widened weight in DRAM; torch.compile may fold the cast into the matmul's operand load.
+    return F.linear(x, q.to(x.dtype)) * scale.to(x.dtype)
+
+
+def linear_int4_eager(x, packed, scale):
+    # packed [n, k/2] uint8: low nibble = even k, high nibble = odd k, each code stored +8 (0..15); scale [n, k/group].
+    n, groups = scale.shape
+    codes = torch.stack((packed & 15, packed >> 4), dim=-1).reshape(n, -1)  # interleave back to [n, k]
+    w = codes.to(x.dtype) - 8  # widen before the -8, which would wrap in uint8; -8..7 are exact in bf16/fp16
+    w = (w.reshape(n, groups, -1) * scale.to(x.dtype)[..., None]).reshape(n, -1)
+    return F.linear(x, w)
+
+
+def quantize_int8(w, dt):
+    """w [n, k] float32 -> (q int8 [n, k], scale [n] in dt), symmetric per output channel."""
+    # Round the scale to the storage dtype first and quantize with that, so codes and scale agree.
+    scale = (w.abs().amax(1) / 127).clamp_min_(1e-12).to(dt)
+    q = torch.round(w / scale.float()[:, None]).clamp_(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def quantize_int4(w, group, dt):
+    """w [n, k] float32 -> (packed uint8 [n, k/2], scale [n, k/group] in dt), symmetric groups along k."""
+    n, k = w.shape
+    if group <= 0 or k % group or group % 2:
+        raise ValueError(f"linear_int4: k={k} is not a whole number of even groups of {group}")
+    wg = w.view(n, k // group, group)
+    scale = (wg.abs().amax(-1) / 7).clamp_min_(1e-12).to(dt)
+    codes = torch.round(wg / scale.float()[..., None]).clamp_(-7, 7).add_(8).to(torch.uint8).view(n, k)
+    del wg
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)  # 1..15 << 4 fits a byte
+    return packed.contiguous(), scale
+
+
 def make_sets(spec, device):
     dt = DTYPES[spec["dtype"]]
     d = spec["dims"]
@@ -69,6 +185,10 @@ def make_sets(spec, device):
 
     def rnd(*shape, std=1.0):
         return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).mul_(std).to(dt)
+
+    def rnd32(*shape, std=1.0):
+        # float32 on the GPU, for weights that are quantized before they are stored
+        return torch.randn(*shape, generator=g, device=device, dtype=torch.float32).mul_(std)
 
     for _ in range(spec["rotations"]):
         if kind == "rmsnorm":
@@ -93,6 +213,31 @@ def make_sets(spec, device):
                     rnd(1, d["kvHeads"], d["kvLen"], d["dim"]),
                 )
             )
+        elif kind == "rmsnorm_linear":
+            if d.get("glu") and d["n"] % 2:
+                raise ValueError(f"rmsnorm_linear: glu needs an even n (2*ffn), got {d['n']}")
+            sets.append((rnd(d["rows"], d["k"]), rnd(d["k"]), rnd(d["n"], d["k"], std=0.02)))
+        elif kind == "attention_prefill":
+            b, seq, dim = d["batch"], d["seq"], d["dim"]
+            sets.append(
+                (
+                    rnd(b, d["qHeads"], seq, dim),
+                    rnd(b, d["kvHeads"], seq, dim),
+                    rnd(b, d["kvHeads"], seq, dim),
+                )
+            )
+        elif kind == "linear_act":
+            sets.append((rnd(d["m"], d["k"]), rnd(d["n"], d["k"], std=0.02)))
+        elif kind == "linear_int8":
+            w = rnd32(d["n"], d["k"], std=0.02)
+            q, scale = quantize_int8(w, dt)
+            del w
+            sets.append((rnd(d["m"], d["k"]), q, scale))
+        elif kind == "linear_int4":
+            w = rnd32(d["n"], d["k"], std=0.02)
+            packed, scale = quantize_int4(w, int(d.get("group") or 128), dt)
+            del w
+            sets.append((rnd(d["m"], d["k"]), packed, scale))
         else:
             raise ValueError(f"unknown kind {kind}")
     return sets
@@ -105,7 +250,27 @@ EAGER = {
     "swiglu": swiglu_eager,
     "linear": linear_eager,
     "attention_decode": attention_decode_eager,
+    "linear_int8": linear_int8_eager,
+    "linear_int4": linear_int4_eager,
 }
+
+
+def eager_for(spec):
+    """The eager function of a case. Flags in `dims` pick a separate top-level function rather than a closure, so the
+    compiled peer has plain constants and one dynamo cache entry per shape."""
+    kind, d = spec["kind"], spec["dims"]
+    if kind == "rmsnorm_linear":
+        return rmsnorm_linear_glu_eager if d.get("glu") else rmsnorm_linear_eager
+    if kind == "attention_prefill":
+        return attention_prefill_causal_eager if d.get("causal") else attention_prefill_eager
+    if kind == "linear_act":
+        act = int(d.get("act", 1))
+        if act not in LINEAR_ACT:
+            raise ValueError(f"linear_act: unknown act {act} (1 = SiLU, 2 = GELU erf, 3 = GELU tanh)")
+        return LINEAR_ACT[act]
+    if kind not in EAGER:
+        raise ValueError(f"unknown kind {kind}")
+    return EAGER[kind]
 
 
 def time_graph(fn, sets, samples=25):
@@ -152,31 +317,44 @@ def time_graph(fn, sets, samples=25):
 
 
 def main():
-    spec_path, out_path = sys.argv[1], sys.argv[2]
-    with open(spec_path) as f:
+    ap = argparse.ArgumentParser(description="PyTorch eager / torch.compile peers for qk bench ops")
+    ap.add_argument("spec", help="JSON list of case specs")
+    ap.add_argument("out", help="where to write the results JSON")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
+    a = ap.parse_args()
+    with open(a.spec) as f:
         specs = json.load(f)
     device = torch.device("cuda")
     results = {}
     for spec in specs:
         t0 = time.time()
-        sets = make_sets(spec, device)
-        eager = EAGER[spec["kind"]]
         entry = {}
+        sets = None
         try:
-            entry["eagerUs"] = time_graph(eager, sets)
-        except Exception as e:  # report, keep going
-            entry["eagerError"] = repr(e)
-        try:
-            compiled = torch.compile(eager, dynamic=False)
-            entry["compileUs"] = time_graph(compiled, sets)
-        except Exception as e:
-            entry["compileError"] = repr(e)
+            eager = eager_for(spec)
+            sets = make_sets(spec, device)
+        except Exception as e:  # e.g. out of memory or bad dims: this case has no peer, the others still run
+            msg = f"building inputs: {e!r}"
+            entry["eagerError"] = msg
+            if not a.no_compile:
+                entry["compileError"] = msg
+        else:
+            try:
+                entry["eagerUs"] = time_graph(eager, sets)
+            except Exception as e:  # report, keep going
+                entry["eagerError"] = repr(e)
+            if not a.no_compile:
+                try:
+                    compiled = torch.compile(eager, dynamic=False)
+                    entry["compileUs"] = time_graph(compiled, sets)
+                except Exception as e:
+                    entry["compileError"] = repr(e)
         entry["seconds"] = round(time.time() - t0, 2)
         results[spec["id"]] = entry
         print(json.dumps({spec["id"]: entry}), flush=True)
-        del sets
+        sets = None
         torch.cuda.empty_cache()
-    with open(out_path, "w") as f:
+    with open(a.out, "w") as f:
         json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
 
 

@@ -4,7 +4,7 @@
  * takes the next of several input sets whose total size exceeds twice the L2 cache, so no call finds its inputs
  * already cached. The PyTorch peers are timed the same way (torch.cuda.graph), so ratios compare like with like.
  */
-import { CudaEvent, CudaGraph, cudaDeviceInfo, cudaSynchronize, Tensor } from '@qk/ops';
+import { CudaEvent, CudaGraph, cudaSynchronize, Tensor } from '@qk/ops';
 import { type Summary, summarize } from './stats.js';
 
 export interface GpuTimingOptions {
@@ -57,9 +57,61 @@ export function timeGpu<S>(
   }
 }
 
-/** How many input sets of `bytesPerSet` make a working set of at least twice the L2 cache (at least 2). */
-export function rotationsFor(bytesPerSet: number, l2Bytes: number): number {
-  return Math.max(2, Math.min(64, Math.ceil((2 * l2Bytes) / Math.max(1, bytesPerSet))));
+export interface CpuTimingOptions {
+  /** Untimed calls first (default: one per input set). */
+  warmup?: number;
+  /** At least this many timed calls (default 5). */
+  minSamples?: number;
+  /** At most this many timed calls (default 200). */
+  maxSamples?: number;
+  /** Keep sampling until this much wall time has passed, within the sample bounds (default 300 ms). */
+  budgetMs?: number;
+}
+
+/**
+ * Times `call(set)` on the host with the monotonic clock (`performance.now`), cycling over `inputSets`; returns
+ * per-call microseconds. For the CPU reference ops and anything else that runs synchronously in JS.
+ */
+export function timeCpu<S>(
+  inputSets: readonly S[],
+  call: (set: S) => void,
+  options: CpuTimingOptions = {},
+): Summary {
+  if (inputSets.length === 0) throw new Error('timeCpu: no input sets');
+  const warmup = options.warmup ?? inputSets.length;
+  for (let i = 0; i < warmup; i++) call(inputSets[i % inputSets.length]!);
+  const minSamples = options.minSamples ?? 5;
+  const maxSamples = Math.max(minSamples, options.maxSamples ?? 200);
+  const deadline = performance.now() + (options.budgetMs ?? 300);
+  const perCall: number[] = [];
+  for (
+    let i = 0;
+    perCall.length < minSamples || (perCall.length < maxSamples && performance.now() < deadline);
+    i++
+  ) {
+    const set = inputSets[i % inputSets.length]!;
+    const t0 = performance.now();
+    call(set);
+    // A clock tick can be coarser than a tiny call; never record a zero.
+    perCall.push(Math.max(1e-3, (performance.now() - t0) * 1000));
+  }
+  return summarize(perCall);
+}
+
+/**
+ * The host memory copy bandwidth (bytes read + written per second, GB/s), measured now on a `bytes` copy between
+ * two buffers: the ceiling that CPU runs report their bandwidth against.
+ */
+export function measureHostCopyCeiling(bytes = 64 * 2 ** 20): { gbPerS: number } {
+  const src = Buffer.alloc(bytes, 1);
+  const dst = Buffer.alloc(bytes);
+  const t = timeCpu([0], () => void src.copy(dst), {
+    warmup: 2,
+    minSamples: 5,
+    maxSamples: 20,
+    budgetMs: 200,
+  });
+  return { gbPerS: (2 * bytes) / (t.median * 1e3) };
 }
 
 /**
@@ -84,22 +136,4 @@ export function measureCopyCeiling(bytes = 2 ** 30): {
     src.dispose();
     dst.dispose();
   }
-}
-
-/** Facts about the machine that every result carries. */
-export function gpuInfo(): {
-  gpu: string;
-  computeCapability: string;
-  driverVersion: number;
-  runtimeVersion: number;
-  l2Bytes: number;
-} {
-  const d = cudaDeviceInfo();
-  return {
-    gpu: d.name,
-    computeCapability: `${d.computeCapability.major}.${d.computeCapability.minor}`,
-    driverVersion: d.driverVersion,
-    runtimeVersion: d.runtimeVersion,
-    l2Bytes: d.l2CacheBytes,
-  };
 }

@@ -1,8 +1,68 @@
-/** `@qk/bench`: qk's measurement harness and suites. */
-export { type GpuTimingOptions, gpuInfo, measureCopyCeiling, rotationsFor, timeGpu } from './harness.js';
-export { gitCommit, hostInfo } from './machine.js';
+/** `@qk/bench`: qk's measurement harness, suites, peers and reports (`qk.bench/2`). */
+export {
+  type DecodeSuiteOptions,
+  type E2eModel,
+  type E2eOpener,
+  type E2eStats,
+  HF_PEERS,
+  PATCH_VARIANTS,
+  type PatchSuiteOptions,
+  type PrefillSuiteOptions,
+  promptIds,
+  runDecodeSuite,
+  runHfPeers,
+  runPatchSuite,
+  runPrefillSuite,
+} from './e2e.js';
+export {
+  type CpuTimingOptions,
+  type GpuTimingOptions,
+  measureCopyCeiling,
+  measureHostCopyCeiling,
+  timeCpu,
+  timeGpu,
+} from './harness.js';
+export { cudaVersionText, gitCommit, hostInfo, machineInfo } from './machine.js';
 export { type PeerResult, type PeerRun, peersDir, runTorchPeers, torchStatus } from './peers/torch.js';
-export { opsTable } from './report.js';
-export { type OpsBenchOptions, type OpsBenchReport, runOpsBench } from './run-ops.js';
+export { indexMarkdown, reportMarkdown } from './render/markdown.js';
+export { chartSvg } from './render/svg.js';
+export { readReport, renderReportDir, writeReports } from './render/write.js';
+export {
+  chartsFor,
+  defaultBackend,
+  judgeBar,
+  measureCase,
+  measureCeiling,
+  type OpSuite,
+  runOpSuite,
+  type SuiteRunOptions,
+  skippedReport,
+  TORCH_PEERS,
+} from './run-op-suite.js';
+export {
+  assertValidReport,
+  BENCH_SCHEMA,
+  type BenchBackend,
+  type BenchIndex,
+  type BenchReport,
+  type BenchRow,
+  type BenchTable,
+  type Ceiling,
+  type ChartSpec,
+  type MachineInfo,
+  type PeerStatus,
+  type PeerValue,
+  type SchemaProblem,
+  validateReport,
+} from './schema.js';
 export { type Summary, summarize } from './stats.js';
-export { type OpCase, type OpRow, opsCases, type PeerSpec, runOpCase } from './suites/ops.js';
+export { gemvSuite, OP_SUITES, OP_SUITES_BY_NAME, opsSuite } from './suites/index.js';
+export {
+  type BarSpec,
+  type OpCase,
+  type PeerSpec,
+  randTensor,
+  rotationsFor,
+  type SuiteContext,
+  suiteContext,
+} from './suites/op-case.js';

@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { cpus } from 'node:os';
+import { cpus, platform, release } from 'node:os';
+import { cudaAvailable, cudaDeviceInfo } from '@qk/ops';
+import type { MachineInfo } from './schema.js';
 
 /** Commit of the code under test: QK_COMMIT (set by bundles), else `git rev-parse HEAD`, else null. */
 export function gitCommit(): string | null {
@@ -17,4 +19,35 @@ export function hostInfo(): { node: string; cpu: string | null; commit: string |
     commit: gitCommit(),
     date: new Date().toISOString(),
   };
+}
+
+/** CUDA's integer version (e.g. 13000) as "13.0". */
+export function cudaVersionText(v: number): string {
+  return `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}`;
+}
+
+/** Everything a report says about where it ran: host, code commit, and the GPU when one is usable. */
+export function machineInfo(): MachineInfo {
+  const host = hostInfo();
+  const info: MachineInfo = {
+    node: host.node,
+    platform: `${platform()} ${release()}`,
+    cpu: host.cpu,
+    cpuCount: cpus().length,
+    commit: host.commit,
+    date: host.date,
+  };
+  if (cudaAvailable()) {
+    const d = cudaDeviceInfo();
+    info.gpu = {
+      name: d.name,
+      computeCapability: `${d.computeCapability.major}.${d.computeCapability.minor}`,
+      driver: cudaVersionText(d.driverVersion),
+      cudaRuntime: cudaVersionText(d.runtimeVersion),
+      smCount: d.multiProcessors,
+      memoryBytes: d.totalMemoryBytes,
+      l2Bytes: d.l2CacheBytes,
+    };
+  }
+  return info;
 }

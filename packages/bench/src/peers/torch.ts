@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { PeerSpec } from '../suites/ops.js';
+import type { PeerSpec } from '../suites/op-case.js';
 
 export interface PeerResult {
   eagerUs?: number;
@@ -46,8 +46,12 @@ export function torchStatus(python = process.env.QK_PYTHON ?? 'python3'): { ok: 
   return { ok: true };
 }
 
-/** Runs the torch peers for `specs`, streaming progress lines to `onProgress`. */
-export function runTorchPeers(specs: readonly PeerSpec[], onProgress?: (line: string) => void): PeerRun {
+/** Runs the torch peers for `specs`, streaming progress lines to `onProgress`; `compile: false` skips torch.compile. */
+export function runTorchPeers(
+  specs: readonly PeerSpec[],
+  options: { compile?: boolean; onProgress?: (line: string) => void } = {},
+): PeerRun {
+  const onProgress = options.onProgress;
   const python = process.env.QK_PYTHON ?? 'python3';
   const status = torchStatus(python);
   if (!status.ok) return { available: false, reason: status.reason ?? 'unavailable', results: {} };
@@ -55,7 +59,13 @@ export function runTorchPeers(specs: readonly PeerSpec[], onProgress?: (line: st
   const specPath = join(dir, 'spec.json');
   const outPath = join(dir, 'out.json');
   writeFileSync(specPath, JSON.stringify(specs));
-  const r = spawnSync(python, [join(peersDir(), 'torch_ops.py'), specPath, outPath], {
+  const args = [
+    join(peersDir(), 'torch_ops.py'),
+    specPath,
+    outPath,
+    ...(options.compile === false ? ['--no-compile'] : []),
+  ];
+  const r = spawnSync(python, args, {
     encoding: 'utf8',
     timeout: 1_800_000,
     maxBuffer: 64 * 2 ** 20,
