@@ -6,6 +6,11 @@ export class UsageError extends Error {}
 type Options = NonNullable<ParseArgsConfig['options']>;
 const HELP_OPTION = { help: { type: 'boolean', short: 'h' } } as const;
 
+/** The values `parse` returns for an options table: strings, or booleans for boolean options; all optional. */
+export type OptionValues<O extends Options> = {
+  [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
+};
+
 export function parse<O extends Options>(argv: string[], options: O, allowPositionals = false) {
   try {
     return parseArgs({ args: argv, options: { ...options, ...HELP_OPTION }, allowPositionals, strict: true });

@@ -13,7 +13,7 @@ import {
   PRESETS,
   type Qwen3Model,
 } from '@qk/qwen3';
-import { intOption, UsageError } from './args.js';
+import { intOption, type OptionValues, UsageError } from './args.js';
 import { createProgressBar } from './progress.js';
 
 /** `parseArgs` options of the model and sampling flags. */
@@ -47,9 +47,7 @@ Sampling (defaults: the model's generation_config.json, else temperature 0.6, to
   --seed N           sampling seed (default 0: runs repeat exactly)
   --no-think         Qwen3's non-thinking mode (an empty <think> block)`;
 
-export type ModelValues = {
-  [K in keyof typeof MODEL_OPTIONS]?: (typeof MODEL_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
-};
+export type ModelValues = OptionValues<typeof MODEL_OPTIONS>;
 
 function floatOption(value: string | undefined, name: string, valid: (x: number) => boolean, range: string) {
   if (value === undefined) return undefined;

@@ -187,6 +187,31 @@ async function forEachEngine<T>(
   return out;
 }
 
+/**
+ * Decode speed of `runs` generations of `tokens` tokens after the prompt `ids`, following one untimed warm-up of
+ * `warmupTokens` (graph capture, allocator): the per-run rates, µs per token summarised, and the median rate.
+ */
+async function decodeRuns(
+  model: E2eModel,
+  ids: number[],
+  warmupTokens: number,
+  tokens: number,
+  runs: number,
+) {
+  await model.generate(ids, warmupTokens);
+  const rates: number[] = [];
+  for (let r = 0; r < runs; r++) rates.push((await model.generate(ids, tokens)).decodeTokensPerSecond);
+  return { rates, ...rateRow(rates) };
+}
+
+/** Prefill ms of `runs` one-token generations after the prompt `ids`, following one untimed warm-up, summarised. */
+async function prefillRuns(model: E2eModel, ids: number[], runs: number) {
+  await model.generate(ids, 1);
+  const ms: number[] = [];
+  for (let r = 0; r < runs; r++) ms.push((await model.generate(ids, 1)).prefillMs);
+  return summarize(ms.map((m) => Math.max(m, 1e-3)));
+}
+
 /** µs per token of each run, summarised; tokPerS the median rate. */
 function rateRow(rates: number[]) {
   const timing = summarize(rates.map((r) => 1e6 / r));
@@ -224,10 +249,7 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
     source = model.source;
     for (const position of o.positions) {
       const ids = promptIds(position, model.vocabSize);
-      await model.generate(ids, Math.min(8, tokens)); // warm-up: graph capture, allocator
-      const rates: number[] = [];
-      for (let r = 0; r < runs; r++) rates.push((await model.generate(ids, tokens)).decodeTokensPerSecond);
-      const { timing, tokPerS } = rateRow(rates);
+      const { rates, timing, tokPerS } = await decodeRuns(model, ids, Math.min(8, tokens), tokens, runs);
       // The KV cache grows over the run: count it at the run's middle position.
       const bytes = model.bytesPerToken(position + tokens / 2);
       const gbPerS = (bytes * tokPerS) / 1e9;
@@ -309,10 +331,7 @@ export async function runPrefillSuite(o: PrefillSuiteOptions): Promise<BenchRepo
     source = model.source;
     for (const length of o.lengths) {
       const ids = promptIds(length, model.vocabSize);
-      await model.generate(ids, 1);
-      const ms: number[] = [];
-      for (let r = 0; r < runs; r++) ms.push((await model.generate(ids, 1)).prefillMs);
-      const timing = summarize(ms.map((m) => Math.max(m, 1e-3)));
+      const timing = await prefillRuns(model, ids, runs);
       rows.push({
         id: `${model.engine}-l${length}`,
         series: model.engine,
@@ -396,24 +415,18 @@ export async function runPatchSuite(o: PatchSuiteOptions): Promise<BenchReport> 
       try {
         for (const length of o.lengths) {
           const ids = promptIds(length, model.vocabSize);
-          await model.generate(ids, 1);
-          const ms: number[] = [];
-          for (let r = 0; r < runs; r++) ms.push((await model.generate(ids, 1)).prefillMs);
           rows.push({
             id: `${variant.name}/prefill-${length}`,
             series: variant.name,
             label: `${variant.name}: prefill ${length}`,
             x: length,
             params: { variant: variant.name, measure: 'prefill', length, runs, ...variant.spec },
-            timing: summarize(ms.map((m) => Math.max(m, 1e-3))),
+            timing: await prefillRuns(model, ids, runs),
             peers: {},
           });
         }
         const ids = promptIds(128, model.vocabSize);
-        await model.generate(ids, 8);
-        const rates: number[] = [];
-        for (let r = 0; r < runs; r++) rates.push((await model.generate(ids, tokens)).decodeTokensPerSecond);
-        const { timing, tokPerS } = rateRow(rates);
+        const { rates, timing, tokPerS } = await decodeRuns(model, ids, 8, tokens, runs);
         rows.push({
           id: `${variant.name}/decode`,
           series: `${variant.name} (decode)`,

@@ -26,7 +26,7 @@ import {
   writeReports,
 } from '@qk/bench';
 import { cudaStatus } from '@qk/ops';
-import { intOption, parse, UsageError } from '../args.js';
+import { intOption, type OptionValues, parse, UsageError } from '../args.js';
 import {
   MODEL_OPTIONS,
   MODEL_OPTIONS_HELP,
@@ -99,22 +99,7 @@ const OPTIONS = {
   'no-layered': { type: 'boolean' },
 } as const;
 
-type Values = ModelValues & {
-  report?: string;
-  json?: string;
-  markdown?: string;
-  name?: string;
-  cpu?: boolean;
-  filter?: string;
-  'no-peers'?: boolean;
-  'no-compile'?: boolean;
-  engines?: string;
-  positions?: string;
-  tokens?: string;
-  lengths?: string;
-  runs?: string;
-  'no-layered'?: boolean;
-};
+type Values = OptionValues<typeof OPTIONS>;
 
 function intList(text: string | undefined, fallback: number[], option: string): number[] {
   if (text === undefined) return fallback;

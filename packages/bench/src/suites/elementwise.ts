@@ -66,8 +66,8 @@ export function swigluCase(ctx: SuiteContext, rows: number, ffn: number, bar?: B
 
 const CEILING_80: BarSpec = { text: '≥80% ceiling', minPctOfCeiling: 80 };
 
-export const ROPE_SEQS = [512, 1024, 2048, 4096, 8192] as const;
-export const SWIGLU_FFNS = [4096, 11008, 14336, 18944] as const;
+const ROPE_SEQS = [512, 1024, 2048, 4096, 8192] as const;
+const SWIGLU_FFNS = [4096, 11008, 14336, 18944] as const;
 
 export const ropeSuite: OpSuite = {
   name: 'rope',

@@ -1,9 +1,9 @@
 /** Every op suite by name, and the `ops` composite (the cuda-core issue's bars in one table). */
 import type { OpSuite } from '../run-op-suite.js';
 import { attentionSuite, decodeAttentionCases } from './attention.js';
-import { ROPE_SEQS, ropeCase, ropeSuite, SWIGLU_FFNS, swigluCase, swigluSuite } from './elementwise.js';
+import { ropeCase, ropeSuite, swigluCase, swigluSuite } from './elementwise.js';
 import { gemvCase, linearActSuite, normLinearSuite, QWEN3_LINEAR_SHAPES, quantSuite } from './linear.js';
-import { fusedAddCase, RMSNORM_SEED_CONFIGS, rmsnormBar, rmsnormCase, rmsnormSuite } from './norm.js';
+import { fusedAddCase, rmsnormCase, rmsnormSuite } from './norm.js';
 
 export const gemvSuite: OpSuite = {
   name: 'gemv',
@@ -37,32 +37,9 @@ export const opsSuite: OpSuite = {
   cases: (ctx) =>
     ctx.backend === 'cuda'
       ? [
-          ...RMSNORM_SEED_CONFIGS.map(([b, s]) => rmsnormCase(ctx, b, s, 4096, rmsnormBar(b, s))),
-          ...[512, 2048, 8192].map((rows) =>
-            fusedAddCase(
-              ctx,
-              rows,
-              4096,
-              rows === 8192 ? { text: '≥80% ceiling', minPctOfCeiling: 80 } : undefined,
-            ),
-          ),
-          ...ROPE_SEQS.map((seq) =>
-            ropeCase(
-              ctx,
-              seq,
-              32,
-              128,
-              seq === 8192 ? { text: '≥80% ceiling', minPctOfCeiling: 80 } : undefined,
-            ),
-          ),
-          ...SWIGLU_FFNS.map((ffn) =>
-            swigluCase(
-              ctx,
-              2048,
-              ffn,
-              ffn === 18944 ? { text: '≥80% ceiling', minPctOfCeiling: 80 } : undefined,
-            ),
-          ),
+          ...rmsnormSuite.cases(ctx),
+          ...ropeSuite.cases(ctx),
+          ...swigluSuite.cases(ctx),
           ...gemvSuite.cases(ctx),
           ...decodeAttentionCases(ctx),
         ]

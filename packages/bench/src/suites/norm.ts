@@ -68,7 +68,7 @@ export function fusedAddCase(ctx: SuiteContext, rows: number, h: number, bar?: B
 }
 
 /** The seed's RMSNorm configs [batch, seq] at hidden 4096. */
-export const RMSNORM_SEED_CONFIGS: readonly [number, number][] = [
+const RMSNORM_SEED_CONFIGS: readonly [number, number][] = [
   [1, 128],
   [1, 512],
   [1, 1024],
@@ -80,7 +80,7 @@ export const RMSNORM_SEED_CONFIGS: readonly [number, number][] = [
 ];
 
 /** Bars of the cuda-core issue for one seed config. */
-export function rmsnormBar(b: number, s: number): BarSpec {
+function rmsnormBar(b: number, s: number): BarSpec {
   return b === 1 && s === 8192
     ? { text: '≥80% ceiling, beat torch.compile', minPctOfCeiling: 80, beat: ['torch-compile'] }
     : { text: 'beat torch.compile', beat: ['torch-compile'] };
