@@ -76,6 +76,65 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     });
   }
 
+  it('decodes across cache-row buckets (one captured graph each) as the cpu engine does', () => {
+    // Decode steps at positions 250 … 265 run the graph of the 256-row bucket, then capture and run the 512-row one.
+    const config = smallConfig();
+    const cpu = createCpuEngine(config, randomWeights(config, 21), { maxContext: 512 });
+    const layered = createLayeredEngine(config, toCuda(randomWeights(config, 21)), { maxContext: 512 });
+    const ids = randomIds(266, config.vocabSize, 22);
+    const want = trace(cpu, ids, 250);
+    const got = trace(layered, ids, 250);
+    for (let s = 0; s < want.length; s++) {
+      const c = closeness(
+        Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
+        Tensor.fromStorage(want[s]!, [want[s]!.length], 'f32'),
+      );
+      expect(c.relL2, `step ${s}`).toBeLessThan(2e-5);
+    }
+    cpu.dispose();
+    layered.dispose();
+  });
+
+  it('decodes greedily one step ahead: next() picks what logits() gives, also when a call departs from the guess', () => {
+    const config = smallConfig();
+    const seed = 8;
+    const layered = createLayeredEngine(config, toCuda(randomWeights(config, seed)), { maxContext: 64 });
+    const reference = createLayeredEngine(config, toCuda(randomWeights(config, seed)), { maxContext: 64 });
+    const cpu = createCpuEngine(config, randomWeights(config, seed), { maxContext: 64 });
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const argmaxOf = (l: Float32Array) => l.indexOf(Math.max(...l));
+    const prompt = randomIds(5, config.vocabSize, 17);
+    // Each next() launches the step that feeds its token back; the following call claims it.
+    const got = [layered.next(prompt, 0, greedy, 0)];
+    for (let p = 5; p < 12; p++) got.push(layered.next([got.at(-1)!], p, greedy, p));
+    const want = [argmaxOf(reference.logits(prompt, 0))];
+    for (let p = 5; p < 12; p++) want.push(argmaxOf(reference.logits([want.at(-1)!], p)));
+    expect(got).toEqual(want);
+    cpu.logits([...prompt, ...want.slice(0, -1)], 0);
+    // A different id at the guessed position, then logits() while a step is launched ahead: both run after it.
+    const other = (got.at(-1)! + 1) % config.vocabSize;
+    const a = layered.next([other], 12, greedy, 12);
+    expect(a).toBe(argmaxOf(reference.logits([other], 12)));
+    const l = layered.logits([a], 13);
+    const w = cpu.logits([other, a], 12);
+    expect(
+      closeness(Tensor.fromStorage(l, [l.length], 'f32'), Tensor.fromStorage(w, [w.length], 'f32')).relL2,
+    ).toBeLessThan(2e-5);
+    // A step launched ahead is dropped by a patch; decoding goes on from the cache under the new modules.
+    reference.logits([a], 13);
+    const b = layered.next([a], 14, greedy, 14);
+    const wb = reference.logits([a], 14);
+    expect(b).toBe(argmaxOf(wb));
+    const undo = layered.patch!({ rmsnorm: 'eager' });
+    const lc = layered.logits([b], 15);
+    const wc = reference.logits([b], 15);
+    expect(
+      closeness(Tensor.fromStorage(lc, [lc.length], 'f32'), Tensor.fromStorage(wc, [wc.length], 'f32')).relL2,
+    ).toBeLessThan(2e-5);
+    undo();
+    for (const e of [layered, reference, cpu]) e.dispose();
+  });
+
   it('matches in bf16 within bf16 error and agrees on argmax', () => {
     const config = smallConfig();
     const { cpu, layered } = engines(config, 'bf16', 5);

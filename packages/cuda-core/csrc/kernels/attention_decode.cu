@@ -114,6 +114,22 @@ __global__ void __launch_bounds__(kThreads, G <= 4 ? 4 : 2)
   const int kg = lane / LPK;
   const int part = lane % LPK;
 
+  // With a key count fixed at launch, the rows of the first tiles the prologue loads are known before the wait:
+  // ask L2 for them so that their fetch from HBM overlaps the previous kernel's tail (a prefetched line never hides
+  // a write: see launch.cuh). One head tile per KV head asks; the others read the same rows. A device-side count
+  // may be written by the previous kernel, so that path waits first.
+  if (kv_len_dev == nullptr && grid_head() % head_tiles == 0) {
+    const int pre_len = chunk_length(kv_capacity, num_chunks);
+    const int pre_start = chunk * pre_len;
+    const int pre_keys = min(min(pre_len, kv_capacity - pre_start), (kStages - 1) * TILE);
+    const int64_t pre_row = static_cast<int64_t>(kv_heads) * D;
+    const int64_t head_off = static_cast<int64_t>(grid_head() / head_tiles) * D;
+    for (int key = threadIdx.x; key < pre_keys; key += kThreads) {
+      const int64_t off = static_cast<int64_t>(pre_start + key) * pre_row + head_off;
+      prefetch_l2(k + off, D * sizeof(T));
+      prefetch_l2(v + off, D * sizeof(T));
+    }
+  }
   grid_dependency_wait();  // q, the cache rows and the key count come from earlier kernels
   const int kv_len = resolve_kv_len(kv_len_dev, kv_capacity);
   const int chunk_len = chunk_length(kv_len, num_chunks);
