@@ -487,8 +487,14 @@ export function createLayeredEngine(
     filled = position + 1;
     const following = position + 1;
     if (following < maxContext && graphs.has(decodeRows(following))) {
-      decode(token, following);
-      ahead = { id: token, position: following };
+      try {
+        decode(token, following);
+        ahead = { id: token, position: following };
+      } catch {
+        // This token is already computed and is returned; the step after it runs again when it is asked for, and a
+        // failure that persists is reported then, by that call.
+        ahead = null;
+      }
     }
     return token;
   }
