@@ -101,6 +101,15 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
     sample: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
   });
 
+/** Bits after the leading one of each float format's significand. */
+const FRACTION_BITS: Record<FloatDType, number> = { f32: 23, f16: 10, bf16: 7 };
+
+/** The distance between `v` and the next representable magnitude of `dtype` (normal range): one rounding step. */
+export function roundingStep(dtype: FloatDType, v: number): number {
+  const a = Math.abs(v);
+  return a === 0 ? 0 : 2 ** (Math.floor(Math.log2(a)) - FRACTION_BITS[dtype]);
+}
+
 /** The tolerance for `op` at `dtype`. */
 export function toleranceFor(op: ToleranceOp, dtype: FloatDType): Tolerance {
   const row = Object.hasOwn(TOLERANCES, op) ? TOLERANCES[op] : undefined;
