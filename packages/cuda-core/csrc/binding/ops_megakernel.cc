@@ -1,6 +1,8 @@
 // Megakernel bindings: argument conversion and checks only; the kernel is csrc/megakernel/qwen3_decode.cu. A
 // megakernel instance lives behind an integer handle that owns its launch arguments (every pointer checked once,
-// at creation) and its barrier epoch; JS keeps the tensors alive while the handle lives.
+// at creation) and its epoch; JS keeps the tensors alive while the handle lives.
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -133,6 +135,13 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
       if (r.trace != nullptr)
         a.check_range(r.trace, static_cast<size_t>(inst.plan.grid * megakernel_trace_events(d.layers)) * 8, "trace");
     }
+    // A diagnostic for the development log (NOTES.md): switches off parts of the step to time the rest. The
+    // results are then wrong, so it says so on stderr.
+    if (const char* dbg = std::getenv("QK_MEGAKERNEL_DEBUG")) {
+      r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10));
+      if (r.debug != 0)
+        std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: megakernel diagnostics on, its outputs are wrong\n", r.debug);
+    }
     // The workspace's sync words start at zero (the caller zeroes the tensor; do it here too, on the stream).
     QK_CUDA_TRY("megakernelCreate", cudaMemsetAsync(r.workspace, 0, inst.plan.workspace_bytes, stream()));
     std::lock_guard<std::mutex> lock(instances_mu);
@@ -155,15 +164,17 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     a.expect_count(1);
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
+    // The epoch tags this launch's flagged words; 0 is what the zeroed workspace holds, so it is skipped.
     inst.args.epoch += 1;
+    if (inst.args.epoch == 0) inst.args.epoch = 1;
     const cudaError_t r = launch_megakernel(inst.args, inst.plan, stream());
-    if (r != cudaSuccess) inst.args.epoch -= 1;  // no block arrived anywhere
     launched("megakernelLaunch", r);
     return a.env().Undefined();
   });
 }
 
-// megakernelReset(handle): after a launch reported an error, clears the barrier counters and the abort flag.
+// megakernelReset(handle): after a launch reported an error, clears the workspace (flagged words, merge counters, the
+// abort flag) and restarts the epoch.
 Napi::Value MegakernelReset(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelReset", [](const Args& a) -> Napi::Value {
     a.expect_count(1);

@@ -2,30 +2,38 @@
 // argmax) in one persistent, non-cooperative kernel.
 //
 // Shape of a launch: one block per SM, all resident (checked with the occupancy API before the first launch).
-// Each block has 16 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
-// cut by rows into one contiguous slice per block, and each slice into tiles of at most one 48 KB shared-memory
-// slot. The producer walks the block's slices of the whole step in order (QKV, O, gate/up, down of each layer, then
-// the LM head) and copies each tile into a ring of four slots with one TMA bulk copy (16-byte aligned, L1
-// bypassed), completing on the slot's "full" mbarrier. Weights do not depend on activations, so the producer runs
-// up to four tiles ahead of the consumers, across the grid barriers and the attention stage: while the blocks
-// wait for each other, HBM keeps streaming the next weights. That is what makes the barriers cheap.
+// Each block has 7 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
+// cut by row pairs into one contiguous slice per block, and each slice into tiles of at most one 48 KB
+// shared-memory slot. The producer walks the block's slices of the whole step in order (QKV, O, gate/up, down of
+// each layer, then the LM head) and copies each tile into a ring of four slots with TMA bulk copies (16-byte
+// aligned, L1 bypassed), completing on the slot's "full" mbarrier. Weights do not depend on activations, so the
+// producer runs up to four tiles ahead of the consumers, across stages and layers: while the blocks wait for each
+// other's outputs, HBM keeps streaming the next weights.
 //
-// Stages of a layer, each followed by a grid barrier (an arrival counter per barrier, spun on by one thread):
-//   1. QKV: RMSNorm of the residual recomputed by every block (no barrier for it), then the block's QKV rows.
-//   2. Attention: work items (KV head, chunk of positions). The block of an item QK-norms and RoPEs the group's
-//      query heads itself (redundantly across chunks: 2–4 heads of 128); the block whose chunk holds the new
-//      position also normalises/rotates the new key and appends key and value to the cache. Chunks of one head
-//      are merged by whichever block finishes last (an arrival counter per KV head, in fixed chunk order, so the
-//      result is the same bits every run).
-//   3. O projection, residual add in the epilogue (each residual row has one owner block).
+// Synchronisation between blocks has no grid barrier and no arrival counter on the data path. Every activation a
+// stage hands to other blocks is written in "flagged words": 8 bytes holding two bf16 values and the launch's
+// epoch, stored with one 8-byte store (single-copy atomic). A reader spins on the words it needs until each carries
+// this launch's epoch, so one L2 round trip both waits for and delivers the data, and a block waits only for the
+// values it reads (attention blocks for their own heads' q/k/v; nobody else for them). Each layer and stage has
+// its own buffer, written once per launch, so nothing is ever overwritten while another block may still read it,
+// and no buffer needs clearing between launches (the epoch tells this launch's words from older ones).
+//
+// Stages of a layer:
+//   1. QKV: RMSNorm of the residual recomputed by every block, then the block's QKV rows.
+//   2. Attention: work items (KV head, chunk of positions). The block of an item waits for its group's q (and,
+//      where its chunk holds the new position, k and v), QK-norms and RoPEs them, appends the new key and value to
+//      the cache, and attends. Chunks of one head are merged by whichever block finishes last (an arrival counter
+//      per layer and KV head, in fixed chunk order, so the result is the same bits every run).
+//   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit; the last block to arrive reduces
 // the blocks' bests and writes the token and the next step's state. Rounding follows the layered engine (and HF):
 // every projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
 //
-// Every wait (grid barriers, mbarriers) is bounded by `timeout_ns`: a block that times out records an error code
-// and an abort flag that the other blocks see, and the kernel returns; JS gets an error, never a hung process.
+// Every wait (flagged words, mbarriers, merge counters) is bounded by `timeout_ns`: a block that times out records
+// an error code and an abort flag that the other blocks see, and the kernel returns; JS gets an error, never a hung
+// process.
 #include <cuda_bf16.h>
 
 #include "../common/cuda_check.h"
@@ -38,7 +46,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kConsumerWarps = 8;  // 16 spilled registers (the attention stage) to local memory
+// 7 consumer warps + the producer = 8 warps, two per SM sub-partition, so a thread may hold up to 255 registers (with
+// 9 warps, one sub-partition holds 3 and the cap is 168, which spilled; spills live in L2 here, see flag_wait_slow).
+constexpr int kConsumerWarps = 7;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kSlots = 4;
@@ -46,26 +56,33 @@ constexpr int kSlotBytes = 48 * 1024;
 constexpr int kD = static_cast<int>(kMegakernelHeadDim);
 constexpr int kHalf = kD / 2;
 constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
-constexpr int kSubChunk = kConsumers / 4;  // positions per attention pass: four lanes per key
-constexpr int kValueSlots = kConsumers / 16;  // value rows in flight per pass step: sixteen lanes per row
-constexpr int kMinChunk = kSubChunk;    // positions per attention work item, at least: one pass
+constexpr int kKeysPerWarp = 8;  // attention: keys per warp and pass
+constexpr int kPass = kConsumerWarps * kKeysPerWarp;  // attention: keys per pass
+constexpr int kMinChunk = kPass;  // positions per attention work item, at least: one pass
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Sync words at the start of the workspace (u32).
 constexpr int kAbortWord = 0;
 constexpr int kArgmaxCounter = 1;
-constexpr int kMergeCounters = 2;       // one per KV head
-constexpr int kMaxKvHeads = 62;
-constexpr int kBarrierCounters = 64;    // five per layer
-constexpr int kBarriersPerLayer = 5;
-constexpr size_t kSyncBytes = 2048;
-static_assert(kBarrierCounters + kBarriersPerLayer * kMegakernelMaxLayers <= static_cast<int>(kSyncBytes / 4));
+constexpr int kMergeCounters = 64;      // [layer][KV head]
+constexpr int kMaxKvHeads = 64;
+constexpr size_t kSyncBytes = 16384;
+static_assert(kMergeCounters + kMaxKvHeads * kMegakernelMaxLayers <= static_cast<int>(kSyncBytes / 4));
 
 enum Stage : int { kQkv = 0, kAttention = 1, kO = 2, kGateUp = 3, kDown = 4 };
 
+/** Flagged-word buffers of one layer: 4 bytes per value (two bf16 + the epoch per 8 bytes). */
+struct LayerLayout {
+  size_t qkv, attn, mid, act, out, bytes;  // offsets within the layer's region; `mid` = residual after O
+};
+
 /** Where each buffer lives in the workspace. */
 struct Layout {
-  size_t residual, qkv, attn, act, part_acc, part_ml, arg, total;
+  LayerLayout ll;     // per layer, repeated `layers` times from `layers_at`
+  size_t layers_at;
+  size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
+  size_t part_acc_layer, part_ml_layer;
+  size_t arg, total;
 };
 
 __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -73,19 +90,26 @@ __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a -
 __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
   Layout l{};
-  size_t at = kSyncBytes;
-  l.residual = at;
-  at = align_up(at + d.hidden * 2, 256);
-  l.qkv = at;
-  at = align_up(at + (d.q_heads + 2 * d.kv_heads) * kD * 2, 256);
-  l.attn = at;
-  at = align_up(at + d.q_heads * kD * 2, 256);
-  l.act = at;
-  at = align_up(at + d.ffn * 2, 256);
+  size_t at = 0;
+  l.ll.qkv = at;
+  at = align_up(at + (d.q_heads + 2 * d.kv_heads) * kD * 4, 256);
+  l.ll.attn = at;
+  at = align_up(at + d.q_heads * kD * 4, 256);
+  l.ll.mid = at;
+  at = align_up(at + d.hidden * 4, 256);
+  l.ll.act = at;
+  at = align_up(at + d.ffn * 4, 256);
+  l.ll.out = at;
+  at = align_up(at + d.hidden * 4, 256);
+  l.ll.bytes = at;
+  l.layers_at = kSyncBytes;
+  at = l.layers_at + l.ll.bytes * d.layers;
+  l.part_acc_layer = align_up(d.kv_heads * max_chunks * group * kD * 4, 256);
   l.part_acc = at;
-  at = align_up(at + d.kv_heads * max_chunks * group * kD * 4, 256);
+  at += l.part_acc_layer * d.layers;
+  l.part_ml_layer = align_up(d.kv_heads * max_chunks * group * 2 * 4, 256);
   l.part_ml = at;
-  at = align_up(at + d.kv_heads * max_chunks * group * 2 * 4, 256);
+  at += l.part_ml_layer * d.layers;
   l.arg = at;
   at = align_up(at + static_cast<size_t>(grid) * 8, 256);
   l.total = at;
@@ -98,19 +122,25 @@ __host__ __device__ inline int64_t x_elems(const MegakernelDims& d) {
   return n > d.q_heads * kD ? n : d.q_heads * kD;
 }
 
-/** Attention scratch (floats): roped queries, then the pass's weights, reused for the final [8][G·128] sums. */
-constexpr int kAttnScratchFloats = kMaxG * kD + 8 * kMaxG * kD;
+/** Attention scratch (floats): roped queries [G][128], the warps' outputs [warps][G·128], their max and sum. */
+constexpr int kAttnScratchFloats = kMaxG * kD + kConsumerWarps * kMaxG * kD + kConsumerWarps * kMaxG * 2;
+/** The group's q heads, then k and v (bf16), staged after the attention scratch. */
+constexpr int kAttnStageElems = (kMaxG + 2) * kD;
 
 __host__ __device__ inline size_t union_bytes(const MegakernelDims& d) {
   const size_t x = static_cast<size_t>(x_elems(d)) * 2;
-  const size_t a = static_cast<size_t>(kAttnScratchFloats) * 4;
+  const size_t a = static_cast<size_t>(kAttnScratchFloats) * 4 + static_cast<size_t>(kAttnStageElems) * 2;
   return align_up(x > a ? x : a, 128);
+}
+
+__host__ __device__ inline size_t residual_bytes(const MegakernelDims& d) {
+  return align_up(static_cast<size_t>(d.hidden) * 2, 128);
 }
 
 constexpr size_t kMiscBytes = 1024;  // mbarriers, reduction scratch, flags
 
 size_t smem_bytes(const MegakernelDims& d) {
-  return static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d) + kMiscBytes;
+  return static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d) + residual_bytes(d) + kMiscBytes;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -158,12 +188,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                : "memory");
 }
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
   unsigned v;
   asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -173,9 +197,6 @@ __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
 __device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 to_bf(float v) { return __float2bfloat16_rn(v); }
 __device__ __forceinline__ float round_bf(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
-/** Loads 8 bf16 from global memory at the L2 (written by other blocks during this launch: L1 may be stale). */
-__device__ __forceinline__ uint4 ld_cg16(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
@@ -202,7 +223,35 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The block's share of a stage: units [u0, u1) of `units`, cut into tiles that fit one slot.
+// Flagged words: [two bf16 | epoch] per 8 bytes. A value pair is published with one 8-byte store, so a reader that
+// sees the epoch in a word also sees the pair written with it.
+
+__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+/** Publishes values (2·pair, 2·pair + 1) of a flagged buffer. */
+__device__ __forceinline__ void flag_store(void* buf, int64_t pair, unsigned packed, unsigned epoch) {
+  uint2* w = static_cast<uint2*>(buf) + pair;
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(w), "r"(packed), "r"(epoch) : "memory");
+}
+
+/** Two flagged words (four values) as they are in L2 now. */
+__device__ __forceinline__ uint4 flag_load(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ bool flag_ready(const uint4& v, unsigned epoch) { return v.y == epoch && v.w == epoch; }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The block's share of a stage: units [u0, u1) of `units`, cut into tiles that fit one slot. Shares and tiles are
+// whole pairs of units, so that each output pair has one writer.
 
 struct StageShape {
   const bf16* w;      // weight rows (gate/up: the gate rows; the up rows follow `up_offset` rows later)
@@ -212,13 +261,20 @@ struct StageShape {
   int rows_per_unit;  // 1, or 2 for gate/up
 };
 
-__device__ __forceinline__ int tile_units(const StageShape& s) {
-  return static_cast<int>(kSlotBytes / (s.k * 2 * s.rows_per_unit));
+__host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit) {
+  return static_cast<int>(kSlotBytes / (k * 2 * rows_per_unit)) & ~1;
 }
 
-__device__ __forceinline__ void block_range(int64_t n, int64_t& u0, int64_t& u1) {
-  u0 = n * blockIdx.x / gridDim.x;
-  u1 = n * (blockIdx.x + 1) / gridDim.x;
+__device__ __forceinline__ int tile_units(const StageShape& s) { return tile_units_for(s.k, s.rows_per_unit); }
+
+/**
+ * The block's units of a stage: whole pairs (only the LM head can have an odd count, and then its last block ends
+ * on a single row; its outputs are plain logits, not flagged words).
+ */
+__device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t& u1) {
+  const int64_t pairs = (units + 1) / 2;
+  u0 = min(units, pairs * blockIdx.x / gridDim.x * 2);
+  u1 = min(units, pairs * (blockIdx.x + 1) / gridDim.x * 2);
 }
 
 __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage) {
@@ -247,68 +303,113 @@ struct Block {
   int* flag;        // [0] abort seen by this block, [1] merge winner
   bf16* x;          // the stage's input vector (union with the attention scratch)
   float* scratch;   // attention scratch (same memory as x)
+  bf16* qkv_in;     // the attention item's q heads, k, v (after the scratch)
+  bf16* res;        // the residual this block last read (the O and down epilogues add it)
   unsigned* sync;   // the workspace's sync words
+  int32_t* result;  // [next token, error code]
   const bf16* embed_row;  // the step's token row: layer 0's residual
   uint64_t timeout_ns;
 };
 
 /** Records `code` as the launch's error (first writer wins) and raises the abort flag every block polls. */
-__device__ void fail(const MegakernelArgs& a, const Block& b, MegakernelError code) {
-  atomicCAS(reinterpret_cast<int*>(a.result + 1), 0, static_cast<int>(code));
-  atomicExch(b.sync + kAbortWord, 1u);
+__device__ __forceinline__ void fail(unsigned* sync, int32_t* result, MegakernelError code) {
+  atomicCAS(reinterpret_cast<int*>(result + 1), 0, static_cast<int>(code));
+  atomicExch(sync + kAbortWord, 1u);
 }
 
-/** Waits for an mbarrier phase; false on timeout or when another block aborted. */
-__device__ bool mbar_wait(const MegakernelArgs& a, const Block& b, uint64_t* bar, unsigned parity) {
-  if (mbar_try_wait(bar, parity)) return true;
+// The slow paths of the waits take scalars only: a reference to a local (the Block, a register array) passed to a
+// function that is not inlined would move that local to memory, and local memory here lives in L2 (shared memory
+// leaves almost no L1), so every access to it would cost a loaded L2 round trip.
+
+/** Spins on an mbarrier phase; false on timeout or when another block aborted. */
+__device__ __noinline__ bool mbar_wait_slow(uint64_t* bar, unsigned parity, unsigned* sync, int32_t* result,
+                                            uint64_t timeout_ns) {
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     if (mbar_try_wait(bar, parity)) return true;
     if ((i & 63) == 0) {
-      if (ld_volatile(b.sync + kAbortWord) != 0) return false;
-      if (now_ns() - start > b.timeout_ns) {
-        fail(a, b, MegakernelError::Timeout);
+      if (ld_volatile(sync + kAbortWord) != 0) return false;
+      if (now_ns() - start > timeout_ns) {
+        fail(sync, result, MegakernelError::Timeout);
         return false;
       }
     }
   }
 }
 
+/** Waits for an mbarrier phase; false on timeout or when another block aborted. */
+__device__ __forceinline__ bool mbar_wait(const Block& b, uint64_t* bar, unsigned parity) {
+  return mbar_try_wait(bar, parity) || mbar_wait_slow(bar, parity, b.sync, b.result, b.timeout_ns);
+}
+
 /**
- * Grid barrier `index` of this launch (consumers only): every block arrives once; one thread spins until all have.
- * Returns false when the launch is aborting (this block timed out, or another did).
+ * Spins until the flagged words at `p` carry `epoch` and returns them; on timeout or abort it returns what it read
+ * last (not ready: the caller checks again).
  */
-__device__ bool grid_barrier(const MegakernelArgs& a, const Block& b, int index) {
-  consumer_sync();
-  if (threadIdx.x == 0) {
-    unsigned* counter = b.sync + kBarrierCounters + index;
-    const unsigned target = a.epoch * gridDim.x;
-    // Release: the block's writes (ordered before this by the consumer barrier) are visible to whoever acquires.
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-    bool ok = true;
-    const uint64_t start = now_ns();
-    for (unsigned i = 1; static_cast<int>(ld_acquire(counter) - target) < 0; i++) {
-      if ((i & 255) == 0) {
-        if (ld_volatile(b.sync + kAbortWord) != 0) {
-          ok = false;
-          break;
-        }
-        if (now_ns() - start > b.timeout_ns) {
-          fail(a, b, MegakernelError::Timeout);
-          ok = false;
-          break;
-        }
+__device__ __noinline__ uint4 flag_wait_slow(const void* p, unsigned epoch, unsigned* sync, int32_t* result,
+                                             uint64_t timeout_ns) {
+  const uint64_t start = now_ns();
+  for (unsigned i = 1;; i++) {
+    const uint4 v = flag_load(p);
+    if (flag_ready(v, epoch)) return v;
+    if ((i & 31) == 0) {
+      if (ld_volatile(sync + kAbortWord) != 0) return v;
+      if (now_ns() - start > timeout_ns) {
+        fail(sync, result, MegakernelError::Timeout);
+        return v;
       }
     }
-    b.flag[0] = ok ? 0 : 1;
   }
+}
+
+/** The flagged words at `p` once they carry this launch's epoch, given a first read `v`; `ok` false on abort. */
+__device__ __forceinline__ uint4 flag_wait(const MegakernelArgs& a, const Block& b, const void* p, uint4 v, bool& ok) {
+  if (flag_ready(v, a.epoch) || (a.debug & 1) != 0) return v;
+  v = flag_wait_slow(p, a.epoch, b.sync, b.result, b.timeout_ns);
+  ok = ok && flag_ready(v, a.epoch);
+  return v;
+}
+
+/** Whether every consumer thread of the block is still fine (`ok` is this thread's view); a consumer barrier. */
+__device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
+  if (!ok) b.flag[0] = 1;
   consumer_sync();
   return b.flag[0] == 0;
 }
 
+/**
+ * Copies `n` values (a multiple of 4) of a flagged buffer into shared memory, waiting for each word of this launch.
+ * The loads of up to kBatch words per thread are issued together, so a gather costs one L2 round trip per batch.
+ * This thread's verdict; the caller combines them with block_ok.
+ */
+template <int kBatch>
+__device__ __forceinline__ bool flag_gather(const MegakernelArgs& a, const Block& b, const void* src, int64_t n, bf16* dst) {
+  const uint4* s = static_cast<const uint4*>(src);
+  const int64_t words = n / 4;
+  for (int64_t base = threadIdx.x; base < words; base += static_cast<int64_t>(kConsumers) * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int64_t i = base + static_cast<int64_t>(j) * kConsumers;
+      if (i < words) v[j] = flag_load(s + i);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; j++) {
+      const int64_t i = base + static_cast<int64_t>(j) * kConsumers;
+      if (i < words) {
+        bool ok = true;
+        const uint4 w = flag_wait(a, b, s + i, v[j], ok);
+        if (!ok) return false;
+        *reinterpret_cast<uint2*>(dst + i * 4) = make_uint2(w.x, w.z);
+      }
+    }
+  }
+  return true;
+}
+
 /** Sum (or max) over the consumer threads of G values at once; every consumer gets the results in `out`. */
 template <bool kMax>
-__device__ void consumer_reduce(const Block& b, float (&v)[kMaxG], int groups, float (&out)[kMaxG]) {
+__device__ __forceinline__ void consumer_reduce(const Block& b, float (&v)[kMaxG], int groups, float (&out)[kMaxG]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int h = 0; h < kMaxG; h++) {
@@ -337,53 +438,66 @@ __device__ void consumer_reduce(const Block& b, float (&v)[kMaxG], int groups, f
   consumer_sync();  // red may be reused at once
 }
 
-/** x = bf16(rmsnorm(src) · weight) into the block's input buffer (every block recomputes it: no barrier). */
-__device__ void stage_norm_input(const Block& b, const bf16* src, const bf16* weight, int64_t n, float eps) {
-  // Hidden sizes up to 2 × 4096 stay in registers between the sum of squares and the scaling (one L2 round trip).
+/**
+ * The stage input x = bf16(rmsnorm(residual) · weight), every block computing it for itself. The residual is the
+ * flagged buffer `src` (or, for layer 0, the embedding row); its raw values stay in `res` for the epilogue that adds
+ * the residual. False when the launch aborts.
+ */
+__device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const Block& b, const void* src, const bf16* weight,
+                                 int64_t n, float eps) {
+  consumer_sync();  // the previous stage's readers of x and res are done
+  // The norm weights do not depend on the step: their loads overlap the wait for the residual (hidden sizes up to
+  // 2 · 8 · 256 = 4096 are held in registers).
   constexpr int kHeld = 2;
-  uint4 held[kHeld];
+  uint4 wv[kHeld];
+#pragma unroll
+  for (int r = 0; r < kHeld; r++) {
+    const int64_t i = (static_cast<int64_t>(threadIdx.x) + r * kConsumers) * 8;
+    if (i < n) wv[r] = __ldg(reinterpret_cast<const uint4*>(weight + i));
+  }
+  bool ok = true;
+  if ((a.debug & 8) != 0) {
+  } else if (src != nullptr) {
+    ok = flag_gather<4>(a, b, src, n, b.res);
+  } else {
+    for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8)
+      *reinterpret_cast<uint4*>(b.res + i) = *reinterpret_cast<const uint4*>(b.embed_row + i);
+  }
+  if (!block_ok(b, ok)) return false;
   float ss = 0.f;
-#pragma unroll
-  for (int r = 0; r < kHeld; r++) {
-    const int64_t i = (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(r) * kConsumers) * 8;
-    if (i < n) held[r] = ld_cg16(src + i);
-  }
-#pragma unroll
-  for (int r = 0; r < kHeld; r++) {
-    const int64_t i = (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(r) * kConsumers) * 8;
-    if (i < n) {
-      float f[8];
-      unpack8(held[r], f);
-#pragma unroll
-      for (int j = 0; j < 8; j++) ss = fmaf(f[j], f[j], ss);
-    }
-  }
-  for (int64_t i = (static_cast<int64_t>(threadIdx.x) + kHeld * kConsumers) * 8; i < n; i += kConsumers * 8) {
+  for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8) {
     float f[8];
-    unpack8(ld_cg16(src + i), f);
+    unpack8(*reinterpret_cast<const uint4*>(b.res + i), f);
 #pragma unroll
     for (int j = 0; j < 8; j++) ss = fmaf(f[j], f[j], ss);
   }
   float v[kMaxG] = {ss}, total[kMaxG];
   consumer_reduce<false>(b, v, 1, total);
   const float inv = rsqrtf(total[0] / static_cast<float>(n) + eps);
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8, r = 0; i < n; i += kConsumers * 8, r++) {
+  auto scale = [&](int64_t i, const uint4& wq) {
     float f[8], w[8];
-    unpack8(r < kHeld ? held[r < kHeld ? r : 0] : ld_cg16(src + i), f);
-    unpack8(*reinterpret_cast<const uint4*>(weight + i), w);
+    unpack8(*reinterpret_cast<const uint4*>(b.res + i), f);
+    unpack8(wq, w);
     Vec<bf16> out;
 #pragma unroll
     for (int j = 0; j < 8; j++) out.v[j] = to_bf(f[j] * inv * w[j]);
     *reinterpret_cast<Vec<bf16>*>(b.x + i) = out;
+  };
+#pragma unroll
+  for (int r = 0; r < kHeld; r++) {
+    const int64_t i = (static_cast<int64_t>(threadIdx.x) + r * kConsumers) * 8;
+    if (i < n) scale(i, wv[r]);
   }
+  for (int64_t i = (static_cast<int64_t>(threadIdx.x) + kHeld * kConsumers) * 8; i < n; i += kConsumers * 8)
+    scale(i, __ldg(reinterpret_cast<const uint4*>(weight + i)));
   consumer_sync();
+  return true;
 }
 
-/** x = src (bf16, written by other blocks this launch). */
-__device__ void stage_copy_input(const Block& b, const bf16* src, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8)
-    *reinterpret_cast<uint4*>(b.x + i) = ld_cg16(src + i);
-  consumer_sync();
+/** x = the flagged buffer `src` (n values). False when the launch aborts. */
+__device__ __forceinline__ bool stage_copy_input(const MegakernelArgs& a, const Block& b, const void* src, int64_t n) {
+  consumer_sync();  // the previous stage's readers of x are done
+  return block_ok(b, (a.debug & 8) != 0 || flag_gather<4>(a, b, src, n, b.x));
 }
 
 /** Records trace stamp `event` of this block (consumer thread 0; only when tracing). */
@@ -393,7 +507,7 @@ __device__ __forceinline__ void stamp(const MegakernelArgs& a, int event) {
 }
 
 /** Asks L2 for the cache rows [p0, p1) of KV head `g` (K and V, 256 bytes each) that attention will read. */
-__device__ void prefetch_chunk(const MegakernelLayer& L, int kv_heads, int g, int p0, int p1) {
+__device__ __forceinline__ void prefetch_chunk(const MegakernelLayer& L, int kv_heads, int g, int p0, int p1) {
   for (int p = p0 + static_cast<int>(threadIdx.x); p < p1; p += kConsumers) {
     const int64_t at = (static_cast<int64_t>(p) * kv_heads + g) * kD;
     prefetch_l2(static_cast<const bf16*>(L.k_cache) + at, kD * 2);
@@ -416,7 +530,7 @@ struct TileCursor {
     const bool lm = layer == a.dims.layers;
     s = stage_shape(a, lm ? -1 : layer, lm ? -1 : stage);
     int64_t u0;
-    block_range(s.units, u0, u1);
+    stage_range(s.units, u0, u1);
     t0 = u0;
     per = tile_units(s);
   }
@@ -446,14 +560,15 @@ struct TileCursor {
   __device__ int64_t units() const { return (u1 - t0) < per ? (u1 - t0) : per; }
 };
 
-__device__ void produce(const MegakernelArgs& a, const Block& b) {
-  // (Asking L2 for tiles further ahead than the ring was measured slower: see NOTES.md.)
+__device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b) {
+  // (Asking L2 for tiles beyond the ring, or capping the copies in flight below the ring's four, were both measured
+  // slower: see NOTES.md.)
   TileCursor cur;
   cur.start(a);
   for (unsigned seq = 0; !cur.done; seq++, cur.next(a)) {
     const int slot = static_cast<int>(seq % kSlots);
     const unsigned round = seq / kSlots;
-    if (!mbar_wait(a, b, &b.empty[slot], (round & 1) ^ 1)) return;
+    if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return;
     // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
     // before the TMA's writes (async proxy).
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -476,54 +591,81 @@ struct Best {
 
 __device__ __forceinline__ bool better(float v, int i, const Best& b) { return v > b.v || (v == b.v && i < b.i); }
 
+/** Where a stage's outputs go: the flagged buffer of the layer (nullptr for the LM head). */
+__device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Layout& lay, int layer, int stage) {
+  if (layer < 0) return nullptr;
+  uint8_t* base = static_cast<uint8_t*>(a.workspace) + lay.layers_at + lay.ll.bytes * static_cast<size_t>(layer);
+  switch (stage) {
+    case kQkv: return base + lay.ll.qkv;
+    case kAttention: return base + lay.ll.attn;
+    case kO: return base + lay.ll.mid;
+    case kGateUp: return base + lay.ll.act;
+    default: return base + lay.ll.out;
+  }
+}
+
 /**
- * Runs one GEMV stage: for every tile of the block, waits for it, dots each row with the staged input, applies
- * the stage's epilogue and frees the slot. `seq` is the tile counter shared with the producer's order.
+ * Runs one GEMV stage: for every tile of the block, waits for it, dots each row pair with the staged input, applies
+ * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `seq` is the tile counter
+ * shared with the producer's order.
  */
-template <int kStageKind>
-__device__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const StageShape& s, unsigned& seq, int layer,
-                             Best& best) {
+template <bool kGateUp>
+__device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
+                                          unsigned& seq, int layer, Best& best, int first_event) {
+  const StageShape s = stage_shape(a, layer, stage);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const MegakernelDims& d = a.dims;
-  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
-  const Layout lay = workspace_layout(d, gridDim.x, static_cast<int>(gridDim.x / d.kv_heads));
-  bf16* residual = reinterpret_cast<bf16*>(ws + lay.residual);
+  void* out = stage_output(a, lay, layer, stage);
   int64_t u0, u1;
-  block_range(s.units, u0, u1);
+  stage_range(s.units, u0, u1);
   const int per = tile_units(s);
   const int64_t k = s.k;
+  if (first_event >= 0 && u0 >= u1) stamp(a, first_event);
   for (int64_t t0 = u0; t0 < u1; t0 += per, seq++) {
     const int n = static_cast<int>((u1 - t0) < per ? (u1 - t0) : per);
     const int slot = static_cast<int>(seq % kSlots);
-    if (!mbar_wait(a, b, &b.full[slot], (seq / kSlots) & 1)) return false;
+    if (!mbar_wait(b, &b.full[slot], (seq / kSlots) & 1)) return false;
+    if (first_event >= 0 && t0 == u0) stamp(a, first_event);
     const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * kSlotBytes);
-    for (int r = warp; r < n; r += kConsumerWarps) {
+    for (int r = 2 * warp; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
       const bf16* row = tile + static_cast<int64_t>(r) * k;
-      const bf16* row2 = row + static_cast<int64_t>(n) * k;  // gate/up: the up row
-      float acc = 0.f, acc2 = 0.f;
+      const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
+      float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
       for (int64_t c = lane * 8; c < k; c += 256) {
         const uint4 xv = *reinterpret_cast<const uint4*>(b.x + c);
-        acc = dot8(*reinterpret_cast<const uint4*>(row + c), xv, acc);
-        if constexpr (kStageKind == kGateUp) acc2 = dot8(*reinterpret_cast<const uint4*>(row2 + c), xv, acc2);
+        acc0 = dot8(*reinterpret_cast<const uint4*>(row + c), xv, acc0);
+        acc1 = dot8(*reinterpret_cast<const uint4*>(row + k + c), xv, acc1);
+        if constexpr (kGateUp) {
+          up0 = dot8(*reinterpret_cast<const uint4*>(up + c), xv, up0);
+          up1 = dot8(*reinterpret_cast<const uint4*>(up + k + c), xv, up1);
+        }
       }
-      acc = warp_sum(acc);
-      if constexpr (kStageKind == kGateUp) acc2 = warp_sum(acc2);
+      acc0 = warp_sum(acc0);
+      acc1 = warp_sum(acc1);
+      if constexpr (kGateUp) {
+        up0 = warp_sum(up0);
+        up1 = warp_sum(up1);
+      }
       if (lane == 0) {
         const int64_t u = t0 + r;
-        if constexpr (kStageKind == kQkv) {
-          reinterpret_cast<bf16*>(ws + lay.qkv)[u] = to_bf(acc);
-        } else if constexpr (kStageKind == kO || kStageKind == kDown) {
-          // Layer 0's residual is the embedding row (the O stage is the first to write the residual buffer).
-          const bf16* res_in = (kStageKind == kO && layer == 0) ? b.embed_row : residual;
-          residual[u] = to_bf(round_bf(acc) + bf(__ldcg(res_in + u)));
-        } else if constexpr (kStageKind == kGateUp) {
-          const float silu = acc / (1.f + __expf(-acc));
-          reinterpret_cast<bf16*>(ws + lay.act)[u] = to_bf(silu * acc2);
-        } else {  // LM head
-          const float v = round_bf(acc);
-          static_cast<bf16*>(a.logits)[u] = to_bf(v);
-          if (u < a.vocab_limit && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
+        if constexpr (kGateUp) {
+          const float s0 = acc0 / (1.f + __expf(-acc0)), s1 = acc1 / (1.f + __expf(-acc1));
+          flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), a.epoch);
+        } else if (stage == kQkv) {
+          flag_store(out, u / 2, pack_bf2(acc0, acc1), a.epoch);
+        } else if (stage == kO || stage == kDown) {
+          const float r0 = round_bf(acc0) + bf(b.res[u]);
+          const float r1 = round_bf(acc1) + bf(b.res[u + 1]);
+          flag_store(out, u / 2, pack_bf2(r0, r1), a.epoch);
+        } else {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
+          bf16* logits = static_cast<bf16*>(a.logits);
+          const float v0 = round_bf(acc0), v1 = round_bf(acc1);
+          logits[u] = to_bf(v0);
+          if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
+          if (r + 1 < n) {
+            logits[u + 1] = to_bf(v1);
+            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best)) best = {v1, static_cast<int>(u + 1)};
+          }
         }
       }
     }
@@ -537,111 +679,152 @@ __device__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Stag
 // Attention
 
 /**
- * Per-head RMSNorm then RoPE of one 128-wide head `src` (bf16) by one warp; the lanes hold pairs (i, i + 64) for
- * i = lane and lane + 32. Writes the rotated head to `dst_bf` (bf16, when given) and, scaled, to `dst_f`.
- */
-__device__ void norm_rope_head(const bf16* src, const bf16* w, const float* inv_freq, int pos, float eps,
-                               bf16* dst_bf, float* dst_f, float scale) {
-  const int lane = threadIdx.x & 31;
-  float lo[2], hi[2];
-  float ss = 0.f;
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-    const int i = lane + 32 * j;
-    lo[j] = bf(__ldcg(src + i));
-    hi[j] = bf(__ldcg(src + i + kHalf));
-    ss += lo[j] * lo[j] + hi[j] * hi[j];
-  }
-  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(kD) + eps);
-  const float fpos = static_cast<float>(pos);
-#pragma unroll
-  for (int j = 0; j < 2; j++) {
-    const int i = lane + 32 * j;
-    const float x0 = lo[j] * inv * bf(w[i]);
-    const float x1 = hi[j] * inv * bf(w[i + kHalf]);
-    float sn, cs;
-    sincosf(__fmul_rn(fpos, inv_freq[i]), &sn, &cs);
-    const bf16 r0 = to_bf(x0 * cs - x1 * sn);
-    const bf16 r1 = to_bf(x1 * cs + x0 * sn);
-    if (dst_bf != nullptr) {
-      dst_bf[i] = r0;
-      dst_bf[i + kHalf] = r1;
-    }
-    if (dst_f != nullptr) {
-      dst_f[i] = bf(r0) * scale;
-      dst_f[i + kHalf] = bf(r1) * scale;
-    }
-  }
-}
-
-/**
  * Attention of KV head `g`'s query group over cache positions [p0, p1) of layer `layer` (len = pos + 1 keys in
- * all). Writes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
- * head to finish merges them. Returns false when the launch aborts.
+ * all). Publishes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
+ * head to finish merges them and publishes the output. Returns false when the launch aborts.
+ *
+ * Work split: passes of kPass keys; warp w takes keys w·8 … w·8 + 7 of a pass, four lanes per key for the scores (lane
+ * quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q from
+ * different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
+ * output, so a pass needs no block-wide reduction; the warps are merged once at the end, in fixed order.
  */
-__device__ void attend(const MegakernelArgs& a, const Block& b, int layer, int g, int c, int chunks, int p0, int p1,
-                       int pos) {
+template <int G>
+__device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
+                                    int c, int chunks, int p0, int p1, int pos, int ev) {
   const MegakernelDims& d = a.dims;
-  const int G = static_cast<int>(d.q_heads / d.kv_heads);
   const int KV = static_cast<int>(d.kv_heads);
-  const int tid = threadIdx.x, warp = tid >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const MegakernelLayer& L = a.layers[layer];
   uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
-  const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
-  const bf16* qkv = reinterpret_cast<const bf16*>(ws + lay.qkv);
+  const void* qkv = stage_output(a, lay, layer, kQkv);
   bf16* kc = static_cast<bf16*>(L.k_cache);
   bf16* vc = static_cast<bf16*>(L.v_cache);
-  float* qs = b.scratch;        // [G][128], pre-scaled into the log2 domain
-  float* sc = qs + kMaxG * kD;  // [G][kSubChunk] weights of a pass; then [8][G·128] partial sums
+  float* qs = b.scratch;             // [G][128] roped queries, pre-scaled into the log2 domain
+  float* wacc = qs + kMaxG * kD;                    // [warps][G·128] the warps' outputs
+  float* wml = wacc + kConsumerWarps * kMaxG * kD;  // [warps][G][2] the warps' max and sum
   const float scale_log2 = rsqrtf(static_cast<float>(kD)) * kLog2e;
+  const int qd = lane & 3, kq = lane >> 2;
+  constexpr int kPerWarp = kKeysPerWarp;
 
-  // Queries of the group (every chunk's block, redundantly), and the new key/value where this chunk holds them.
+  // Everything that does not depend on this step's q/k/v is started before waiting for them: the norm weights of
+  // the warp's head, and the cached keys and values of the first pass (the new position, if this chunk holds it,
+  // comes from the staged k/v instead of the cache).
   const bool holds_new = p0 <= pos && pos < p1;
-  if (warp < G) {
-    const int h = g * G + warp;
-    norm_rope_head(qkv + static_cast<int64_t>(h) * kD, static_cast<const bf16*>(L.q_norm), a.inv_freq, pos, a.eps,
-                   nullptr, qs + warp * kD, scale_log2);
-  } else if (holds_new && warp == G) {
-    norm_rope_head(qkv + static_cast<int64_t>(d.q_heads + g) * kD, static_cast<const bf16*>(L.k_norm), a.inv_freq,
-                   pos, a.eps, kc + (static_cast<int64_t>(pos) * KV + g) * kD, nullptr, 0.f);
+  const bf16* norm_w = warp < G ? static_cast<const bf16*>(L.q_norm)
+                                : (holds_new && warp == G ? static_cast<const bf16*>(L.k_norm) : nullptr);
+  // Raw loads (converted only where used), so that nothing waits for them before the gather is issued.
+  bf16 w_lo[2], w_hi[2];
+  float freq[2];
+  if (norm_w != nullptr) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      w_lo[j] = __ldg(norm_w + lane + 32 * j);
+      w_hi[j] = __ldg(norm_w + lane + 32 * j + kHalf);
+      freq[j] = __ldg(a.inv_freq + lane + 32 * j);
+    }
+  }
+  uint4 kv[4];
+  uint2 vv[kPerWarp];
+  auto load_pass = [&](int sp) {
+    const int kk = sp + warp * kPerWarp + kq;
+    if (kk < p1 && kk != pos) {
+      const bf16* krow = kc + (static_cast<int64_t>(kk) * KV + g) * kD;
+#pragma unroll
+      for (int i = 0; i < 4; i++) kv[i] = *reinterpret_cast<const uint4*>(krow + (qd + 4 * i) * 8);
+    }
+#pragma unroll
+    for (int j = 0; j < kPerWarp; j++) {
+      const int vk = sp + warp * kPerWarp + j;
+      if (vk < p1 && vk != pos)
+        vv[j] = *reinterpret_cast<const uint2*>(vc + (static_cast<int64_t>(vk) * KV + g) * kD + lane * 4);
+    }
+  };
+  load_pass(p0);
+  consumer_sync();  // the QKV stage's readers of x (the same memory as the scratch) are done
+  stamp(a, ev);
+
+  // Wait for the group's queries (and the new key and value where this chunk holds them): one gather, a word per
+  // thread.
+  bf16* qin = b.qkv_in;
+  bf16* kin = qin + kMaxG * kD;
+  bf16* vin = kin + kD;
+  {
+    constexpr int kWordsPerHead = kD / 4;
+    const int words = (G + (holds_new ? 2 : 0)) * kWordsPerHead;
+    bool ok = true;
+    if (tid < words) {
+      const int head = tid / kWordsPerHead, w = tid % kWordsPerHead;
+      const int64_t row = head < G ? static_cast<int64_t>(g) * G + head : head == G ? d.q_heads + g : d.q_heads + KV + g;
+      bf16* dst = (head < G ? qin + head * kD : head == G ? kin : vin) + w * 4;
+      const uint4* src = static_cast<const uint4*>(qkv) + row * kWordsPerHead + w;
+      const uint4 v = flag_wait(a, b, src, flag_load(src), ok);
+      if (ok) *reinterpret_cast<uint2*>(dst) = make_uint2(v.x, v.z);
+    }
+    if (!block_ok(b, ok)) return false;
+  }
+  stamp(a, ev + 1);
+
+  // QK-norm + RoPE of the group's queries (every chunk's block, redundantly) and of the new key where this chunk
+  // holds it; the new key and value are appended to the cache (and the key kept rotated in kin).
+  if (norm_w != nullptr) {
+    const bool is_q = warp < G;
+    const bf16* src = is_q ? qin + warp * kD : kin;
+    float lo[2], hi[2], ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      lo[j] = bf(src[lane + 32 * j]);
+      hi[j] = bf(src[lane + 32 * j + kHalf]);
+      ss += lo[j] * lo[j] + hi[j] * hi[j];
+    }
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(kD) + a.eps);
+    bf16* kdst = kc + (static_cast<int64_t>(pos) * KV + g) * kD;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      const int i = lane + 32 * j;
+      float sn, cs;
+      sincosf(__fmul_rn(static_cast<float>(pos), freq[j]), &sn, &cs);
+      const float x0 = lo[j] * inv * bf(w_lo[j]), x1 = hi[j] * inv * bf(w_hi[j]);
+      const bf16 r0 = to_bf(x0 * cs - x1 * sn), r1 = to_bf(x1 * cs + x0 * sn);
+      if (is_q) {
+        qs[warp * kD + i] = bf(r0) * scale_log2;
+        qs[warp * kD + i + kHalf] = bf(r1) * scale_log2;
+      } else {
+        kdst[i] = r0;
+        kdst[i + kHalf] = r1;
+        kin[i] = r0;
+        kin[i + kHalf] = r1;
+      }
+    }
   } else if (holds_new && warp == G + 1) {
-    const bf16* src = qkv + static_cast<int64_t>(d.q_heads + KV + g) * kD;
-    bf16* dst = vc + (static_cast<int64_t>(pos) * KV + g) * kD;
-    const int lane = tid & 31;
-    for (int i = lane; i < kD; i += 32) dst[i] = __ldcg(src + i);
+    *reinterpret_cast<uint2*>(vc + (static_cast<int64_t>(pos) * KV + g) * kD + lane * 4) =
+        *reinterpret_cast<const uint2*>(vin + lane * 4);
   }
   consumer_sync();
+  stamp(a, ev + 2);
 
-  // Each pass covers kSubChunk positions. Scores: four lanes per key (lane quarter qd holds the 16-byte pieces
-  // qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the four quarters read q from different banks). Values:
-  // sixteen lanes per row (8 dims each), kValueSlots row slots; a thread keeps G × 8 accumulators across passes. The K and
-  // V loads of a pass are all issued before any math, so a pass costs one memory round trip, not one per row.
-  const int qd = tid & 3, key = tid >> 2;      // scores
-  const int dg = tid & 15, slot = tid >> 4;   // values: kValueSlots row slots, 4 rows each per pass
-  float m[kMaxG], l[kMaxG], acc[kMaxG][8];
+  float m[kMaxG], l[kMaxG], acc[kMaxG][4];
 #pragma unroll
   for (int h = 0; h < kMaxG; h++) {
     m[h] = -INFINITY;
     l[h] = 0.f;
 #pragma unroll
-    for (int e = 0; e < 8; e++) acc[h][e] = 0.f;
+    for (int e = 0; e < 4; e++) acc[h][e] = 0.f;
   }
-  for (int sp = p0; sp < p1; sp += kSubChunk) {
-    const int n = (p1 - sp) < kSubChunk ? (p1 - sp) : kSubChunk;
-    uint4 kv[4], vv[kSubChunk / kValueSlots];
-    const bool has_key = key < n;
-    if (has_key) {
-      const bf16* krow = kc + (static_cast<int64_t>(sp + key) * KV + g) * kD;
+  for (int sp = p0; sp < p1; sp += kPass) {
+    if (sp != p0) load_pass(sp);
+    const int base = sp + warp * kPerWarp;
+    if (base >= p1) break;  // this warp has no keys left (later passes start further on)
+    const int kk = base + kq;
+    const bool has_key = kk < p1;
+    if (kk == pos) {
 #pragma unroll
-      for (int i = 0; i < 4; i++) kv[i] = *reinterpret_cast<const uint4*>(krow + (qd + 4 * i) * 8);
+      for (int i = 0; i < 4; i++) kv[i] = *reinterpret_cast<const uint4*>(kin + (qd + 4 * i) * 8);
     }
 #pragma unroll
-    for (int i = 0; i < kSubChunk / kValueSlots; i++) {
-      const int j = slot + kValueSlots * i;
-      if (j < n) vv[i] = *reinterpret_cast<const uint4*>(vc + (static_cast<int64_t>(sp + j) * KV + g) * kD + dg * 8);
-    }
-    float dots[kMaxG] = {0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < kPerWarp; j++)
+      if (base + j == pos) vv[j] = *reinterpret_cast<const uint2*>(vin + lane * 4);
+    float s[kMaxG] = {0.f, 0.f, 0.f, 0.f};
     if (has_key) {
 #pragma unroll
       for (int i = 0; i < 4; i++) {
@@ -649,149 +832,114 @@ __device__ void attend(const MegakernelArgs& a, const Block& b, int layer, int g
         unpack8(kv[i], kf);
         const int at = (qd + 4 * i) * 8;
 #pragma unroll
-        for (int h = 0; h < kMaxG; h++) {
-          if (h < G) {
+        for (int h = 0; h < kMaxG; h++)
+          if (h < G)
 #pragma unroll
-            for (int e = 0; e < 8; e++) dots[h] = fmaf(qs[h * kD + at + e], kf[e], dots[h]);
-          }
+            for (int e = 0; e < 8; e++) s[h] = fmaf(qs[h * kD + at + e], kf[e], s[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kMaxG; h++) {
+      if (h >= G) continue;
+      s[h] += __shfl_xor_sync(0xffffffffu, s[h], 1);
+      s[h] += __shfl_xor_sync(0xffffffffu, s[h], 2);
+      float mx = has_key ? s[h] : -INFINITY;
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+      const float mn = fmaxf(m[h], mx);  // finite: the warp's first key is valid
+      const float alpha = exp2f(m[h] - mn);
+      m[h] = mn;
+      const float p = has_key ? exp2f(s[h] - mn) : 0.f;
+      float ps = p;
+      ps += __shfl_xor_sync(0xffffffffu, ps, 4);
+      ps += __shfl_xor_sync(0xffffffffu, ps, 8);
+      ps += __shfl_xor_sync(0xffffffffu, ps, 16);
+      l[h] = l[h] * alpha + ps;
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[h][e] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kPerWarp; j++) {
+        const float pj = __shfl_sync(0xffffffffu, p, j * 4);
+        if (base + j < p1) {
+          const __nv_bfloat162* hv = reinterpret_cast<const __nv_bfloat162*>(&vv[j]);
+          const float2 v01 = __bfloat1622float2(hv[0]), v23 = __bfloat1622float2(hv[1]);
+          acc[h][0] = fmaf(pj, v01.x, acc[h][0]);
+          acc[h][1] = fmaf(pj, v01.y, acc[h][1]);
+          acc[h][2] = fmaf(pj, v23.x, acc[h][2]);
+          acc[h][3] = fmaf(pj, v23.y, acc[h][3]);
         }
       }
     }
-    float smax[kMaxG];
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++) {
-      dots[h] += __shfl_xor_sync(0xffffffffu, dots[h], 1);
-      dots[h] += __shfl_xor_sync(0xffffffffu, dots[h], 2);
-      smax[h] = has_key ? dots[h] : -INFINITY;
-    }
-    float mx[kMaxG], alpha[kMaxG], psum[kMaxG], tot[kMaxG];
-    consumer_reduce<true>(b, smax, G, mx);
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++) {
-      psum[h] = 0.f;
-      alpha[h] = 1.f;
-      if (h < G) {
-        const float mn = fmaxf(m[h], mx[h]);
-        alpha[h] = exp2f(m[h] - mn);  // 0 on the first pass (m = −inf, mn finite)
-        m[h] = mn;
-        if (has_key && qd == 0) {
-          const float p = exp2f(dots[h] - mn);
-          sc[h * kSubChunk + key] = p;
-          psum[h] = p;
-        }
-      }
-    }
-    consumer_reduce<false>(b, psum, G, tot);  // its barriers also publish the weights in sc
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++) {
-      if (h < G) {
-        l[h] = l[h] * alpha[h] + tot[h];
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[h][e] *= alpha[h];
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kSubChunk / kValueSlots; i++) {
-      const int j = slot + kValueSlots * i;
-      if (j < n) {
-        float vf[8];
-        unpack8(vv[i], vf);
-#pragma unroll
-        for (int h = 0; h < kMaxG; h++) {
-          if (h < G) {
-            const float p = sc[h * kSubChunk + j];
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc[h][e] = fmaf(p, vf[e], acc[h][e]);
-          }
-        }
-      }
-    }
-    consumer_sync();  // sc is rewritten by the next pass
   }
 
-  // Sum the row slots in fixed order: lanes l and l + 16 of a warp, then the warps in two rounds through shared
-  // memory (half the warps store, the other half add, then thread t < O sums those rows).
+  // Merge the warps in fixed order (a warp without keys has m = −inf and weighs 0).
   const int O = G * kD;
-  float* red = sc;  // [8][O] floats, after the scores are done
 #pragma unroll
-  for (int h = 0; h < kMaxG; h++)
-#pragma unroll
-    for (int e = 0; e < 8; e++) acc[h][e] += __shfl_xor_sync(0xffffffffu, acc[h][e], 16);
-  const int lane = tid & 31;
-  if (warp >= kConsumerWarps / 2 && lane < 16) {
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++)
-      if (h < G)
-#pragma unroll
-        for (int e = 0; e < 8; e++) red[(warp - kConsumerWarps / 2) * O + h * kD + dg * 8 + e] = acc[h][e];
-  }
-  consumer_sync();
-  if (warp < kConsumerWarps / 2 && lane < 16) {
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++)
-      if (h < G)
-#pragma unroll
-        for (int e = 0; e < 8; e++) red[warp * O + h * kD + dg * 8 + e] += acc[h][e];
-  }
-  consumer_sync();
-  // Outputs o = tid, tid + kConsumers, … (G · 128 may exceed the consumer count).
-  constexpr int kOutPerThread = kMaxG * kD / kConsumers;
-  bf16* attn = reinterpret_cast<bf16*>(ws + lay.attn) + static_cast<int64_t>(g) * G * kD;
-  float* part_acc = reinterpret_cast<float*>(ws + lay.part_acc) + static_cast<int64_t>(g) * max_chunks * O;
-  float* part_ml = reinterpret_cast<float*>(ws + lay.part_ml) + static_cast<int64_t>(g) * max_chunks * G * 2;
-#pragma unroll
-  for (int r = 0; r < kOutPerThread; r++) {
-    const int o = tid + r * kConsumers;
-    if (o >= O) break;
-    const int oh = o / kD, od = o % kD;
-    float total = 0.f;
-    for (int w = 0; w < kConsumerWarps / 2; w++) total += red[w * O + o];
-    float lh = 0.f, mh = -INFINITY;
-#pragma unroll
-    for (int h = 0; h < kMaxG; h++)
-      if (h == oh) {
-        lh = l[h];
-        mh = m[h];
-      }
-    if (chunks == 1) {
-      attn[o] = to_bf(total / lh);
-    } else {
-      part_acc[c * O + o] = total;
-      if (od == 0) {
-        part_ml[(c * G + oh) * 2] = mh;
-        part_ml[(c * G + oh) * 2 + 1] = lh;
-      }
+  for (int h = 0; h < kMaxG; h++) {
+    if (h >= G) continue;
+    *reinterpret_cast<float4*>(wacc + warp * O + h * kD + lane * 4) =
+        make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    if (lane == 0) {
+      wml[(warp * kMaxG + h) * 2] = m[h];
+      wml[(warp * kMaxG + h) * 2 + 1] = l[h];
     }
   }
-  if (chunks == 1) return;
+  consumer_sync();
+  void* attn = static_cast<uint8_t*>(stage_output(a, lay, layer, kAttention)) + static_cast<size_t>(g) * O * 4;
+  float* part_acc = reinterpret_cast<float*>(ws + lay.part_acc + lay.part_acc_layer * layer) +
+                    static_cast<int64_t>(g) * max_chunks * O;
+  float* part_ml = reinterpret_cast<float*>(ws + lay.part_ml + lay.part_ml_layer * layer) +
+                   static_cast<int64_t>(g) * max_chunks * G * 2;
+  for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
+    const int oh = o / kD, od = o % kD;
+    float mh = -INFINITY;
+    for (int w = 0; w < kConsumerWarps; w++) mh = fmaxf(mh, wml[(w * kMaxG + oh) * 2]);
+    float t0 = 0.f, t1 = 0.f, lh = 0.f;
+    for (int w = 0; w < kConsumerWarps; w++) {
+      const float mw = wml[(w * kMaxG + oh) * 2];
+      if (mw == -INFINITY) continue;
+      const float f = exp2f(mw - mh);
+      t0 = fmaf(f, wacc[w * O + o], t0);
+      t1 = fmaf(f, wacc[w * O + o + 1], t1);
+      lh = fmaf(f, wml[(w * kMaxG + oh) * 2 + 1], lh);
+    }
+    if (chunks == 1) {
+      flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), a.epoch);
+    } else {
+      *reinterpret_cast<float2*>(part_acc + c * O + o) = make_float2(t0, t1);
+      if (od == 0) *reinterpret_cast<float2*>(part_ml + (c * G + oh) * 2) = make_float2(mh, lh);
+    }
+  }
+  if (chunks == 1) return true;
   __threadfence();
   consumer_sync();
   if (tid == 0) {
-    unsigned* counter = b.sync + kMergeCounters + g;
+    unsigned* counter = b.sync + kMergeCounters + layer * kMaxKvHeads + g;
     const unsigned arrived = atomicAdd(counter, 1u);
     const bool last = arrived == static_cast<unsigned>(chunks - 1);
-    if (last) atomicExch(counter, 0u);  // every chunk of this head has arrived: ready for the next layer
+    if (last) atomicExch(counter, 0u);  // every chunk of this head has arrived: ready for the next launch
     __threadfence();
     b.flag[1] = last ? 1 : 0;
   }
   consumer_sync();
-  if (b.flag[1] == 0) return;
+  if (b.flag[1] == 0) return true;
   // The last chunk to finish merges all of them, in chunk order.
-#pragma unroll
-  for (int r = 0; r < kOutPerThread; r++) {
-    const int o = tid + r * kConsumers;
-    if (o >= O) break;
+  for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
     const int oh = o / kD;
     float mx = -INFINITY;
     for (int q = 0; q < chunks; q++) mx = fmaxf(mx, __ldcg(part_ml + (q * G + oh) * 2));
-    float num = 0.f, den = 0.f;
+    float n0 = 0.f, n1 = 0.f, den = 0.f;
     for (int q = 0; q < chunks; q++) {
       const float w = exp2f(__ldcg(part_ml + (q * G + oh) * 2) - mx);
-      num = fmaf(w, __ldcg(part_acc + q * O + o), num);
+      const float2 pa = __ldcg(reinterpret_cast<const float2*>(part_acc + q * O + o));
+      n0 = fmaf(w, pa.x, n0);
+      n1 = fmaf(w, pa.y, n1);
       den = fmaf(w, __ldcg(part_ml + (q * G + oh) * 2 + 1), den);
     }
-    attn[o] = to_bf(num / den);
+    flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), a.epoch);
   }
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -803,12 +951,15 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   b.slots = smem;
   b.x = reinterpret_cast<bf16*>(smem + static_cast<size_t>(kSlots) * kSlotBytes);
   b.scratch = reinterpret_cast<float*>(b.x);
-  uint8_t* misc = smem + static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d);
+  b.qkv_in = reinterpret_cast<bf16*>(b.scratch + kAttnScratchFloats);
+  b.res = reinterpret_cast<bf16*>(smem + static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d));
+  uint8_t* misc = reinterpret_cast<uint8_t*>(b.res) + residual_bytes(d);
   b.full = reinterpret_cast<uint64_t*>(misc);
   b.empty = b.full + kSlots;
   b.red = reinterpret_cast<float*>(b.empty + kSlots);
   b.flag = reinterpret_cast<int*>(b.red + kMaxG * kConsumerWarps);
   b.sync = static_cast<unsigned*>(a.workspace);
+  b.result = a.result;
   b.timeout_ns = a.timeout_ns;
 
   const int token = a.state[0];
@@ -839,10 +990,9 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     return;
   }
 
-  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
   const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
-  bf16* residual = reinterpret_cast<bf16*>(ws + lay.residual);
+  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   unsigned seq = 0;
   Best best{-INFINITY, INT32_MAX};
   const int len = pos + 1;
@@ -850,61 +1000,69 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   const int chunk_len = (len + chunks - 1) / chunks;
 
   // This block's attention work item, if any (at most one: items ≤ grid).
-  const int item = blockIdx.x < d.kv_heads * chunks ? static_cast<int>(blockIdx.x) : -1;
+  const int item = blockIdx.x < d.kv_heads * chunks && (a.debug & 2) == 0 ? static_cast<int>(blockIdx.x) : -1;
   const int item_g = item < 0 ? 0 : item / chunks, item_c = item < 0 ? 0 : item % chunks;
   const int item_p0 = item_c * chunk_len;
   const int item_p1 = max(item_p0, min(len, item_p0 + chunk_len));
   for (int layer = 0; layer < d.layers; layer++) {
     const MegakernelLayer& L = a.layers[layer];
-    const int bar0 = layer * kBarriersPerLayer;
     const int ev = layer * kMegakernelTraceEventsPerLayer;
     stamp(a, ev);
     // The cached rows this block's attention will read do not depend on this step: start them towards L2 now.
     if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
     // 1. QKV
-    stage_norm_input(b, layer == 0 ? b.embed_row : residual, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps);
+    const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
+    if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
     stamp(a, ev + 1);
-    if (!consume_gemv<kQkv>(a, b, stage_shape(a, layer, kQkv), seq, layer, best)) return;
-    stamp(a, ev + 2);
-    if (!grid_barrier(a, b, bar0 + 0)) return;
+    if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, ev + 2)) return;
     stamp(a, ev + 3);
     // 2. Attention
-    if (item >= 0) attend(a, b, layer, item_g, item_c, chunks, item_p0, item_p1, pos);
-    stamp(a, ev + 4);
-    if (!grid_barrier(a, b, bar0 + 1)) return;
-    stamp(a, ev + 5);
-    // 3. O projection + residual
-    stage_copy_input(b, reinterpret_cast<const bf16*>(ws + lay.attn), d.q_heads * kD);
-    stamp(a, ev + 6);
-    if (!consume_gemv<kO>(a, b, stage_shape(a, layer, kO), seq, layer, best)) return;
+    if (item >= 0) {
+      bool ok = false;
+      switch (d.q_heads / d.kv_heads) {  // the plan admits groups of 1 to 4
+        case 1: ok = attend<1>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+        case 2: ok = attend<2>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+        case 3: ok = attend<3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+        default: ok = attend<4>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+      }
+      if (!ok) return;
+    } else {
+      stamp(a, ev + 4);
+      stamp(a, ev + 5);
+      stamp(a, ev + 6);
+    }
     stamp(a, ev + 7);
-    if (!grid_barrier(a, b, bar0 + 2)) return;
+    // 3. O projection + residual
+    if (!stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD)) return;
     stamp(a, ev + 8);
-    // 4. RMSNorm + gate/up + SwiGLU
-    stage_norm_input(b, residual, static_cast<const bf16*>(L.post_norm), d.hidden, a.eps);
-    stamp(a, ev + 9);
-    if (!consume_gemv<kGateUp>(a, b, stage_shape(a, layer, kGateUp), seq, layer, best)) return;
+    if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, ev + 9)) return;
     stamp(a, ev + 10);
-    if (!grid_barrier(a, b, bar0 + 3)) return;
+    // 4. RMSNorm + gate/up + SwiGLU
+    if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
+                          a.eps))
+      return;
     stamp(a, ev + 11);
-    // 5. Down projection + residual
-    stage_copy_input(b, reinterpret_cast<const bf16*>(ws + lay.act), d.ffn);
-    stamp(a, ev + 12);
-    if (!consume_gemv<kDown>(a, b, stage_shape(a, layer, kDown), seq, layer, best)) return;
+    if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, ev + 12)) return;
     stamp(a, ev + 13);
-    if (!grid_barrier(a, b, bar0 + 4)) return;
+    // 5. Down projection + residual
+    if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
     stamp(a, ev + 14);
+    if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, ev + 15)) return;
+    stamp(a, ev + 16);
   }
 
   // Final norm, LM head, argmax.
   const int ev_end = static_cast<int>(d.layers) * kMegakernelTraceEventsPerLayer;
-  stage_norm_input(b, residual, static_cast<const bf16*>(a.final_norm), d.hidden, a.eps);
+  if (!stage_norm_input(a, b, stage_output(a, lay, static_cast<int>(d.layers) - 1, kDown),
+                        static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
+    return;
   stamp(a, ev_end);
-  if (!consume_gemv<-1>(a, b, stage_shape(a, -1, -1), seq, -1, best)) return;
+  if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, -1)) return;
   stamp(a, ev_end + 1);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float* bv = b.red;
   int* bi = reinterpret_cast<int*>(b.red + kConsumerWarps);
+  consumer_sync();  // red was last used by the final norm's reduction
   if (lane == 0) {
     bv[warp] = best.v;
     bi[warp] = best.i;
@@ -955,8 +1113,9 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
     return refuse("more than 4 query heads per KV head (Qwen3-14B and larger) are not served");
   if (d.kv_heads > kMaxKvHeads) return refuse("too many KV heads");
   if (d.hidden % 8 != 0 || d.ffn % 8 != 0) return refuse("hidden and FFN sizes must be multiples of 8");
-  if (d.hidden * 2 * 2 > kSlotBytes || d.ffn * 2 > kSlotBytes || d.q_heads * kD * 2 > kSlotBytes)
-    return refuse("a weight row is wider than a 48 KB shared-memory tile");
+  // Tiles hold whole pairs of outputs: two rows (two gate and two up rows for gate/up) must fit one 48 KB slot.
+  if (tile_units_for(d.hidden, 2) < 2 || tile_units_for(d.ffn, 1) < 2 || tile_units_for(d.q_heads * kD, 1) < 2)
+    return refuse("a pair of weight rows is wider than a 48 KB shared-memory tile");
   if (d.vocab > INT32_MAX - 1) return refuse("the vocabulary is too large");
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));

@@ -64,14 +64,17 @@ struct MegakernelArgs {
   int64_t max_context = 0;           // cache rows
   int64_t vocab_limit = 0;           // argmax over ids below this
   float eps = 1e-6f;
-  uint32_t epoch = 0;                // launches so far including this one (mod 2^32); barrier targets derive from it
+  uint32_t epoch = 0;                // launches so far including this one, never 0: tags this launch's flagged words
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
+  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG): 1 = no waits for flagged words, 2 = no attention,
+                                     // 4 = no GEMV math (tiles only waited for and freed)
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
 };
 
-/** Trace stamps per layer: start, then after each of QKV input, QKV, barrier, attention, barrier, O input, O,
- * barrier, gate/up input, gate/up, barrier, down input, down, barrier. */
-constexpr int kMegakernelTraceEventsPerLayer = 15;
+/** Trace stamps per layer: start, then after each of: QKV input (RMSNorm), QKV first tile, QKV, attention (its
+ * loads issued, q/k/v gathered, roped, done), O input (the wait for attention), O first tile, O, gate/up input
+ * (RMSNorm), gate/up first tile, gate/up, down input, down first tile, down. */
+constexpr int kMegakernelTraceEventsPerLayer = 17;
 /** Trace stamps per block for a model of `layers` layers (the layers, then LM-head input, LM head, end). */
 #ifdef __CUDACC__
 __host__ __device__

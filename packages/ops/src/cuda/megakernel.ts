@@ -82,24 +82,29 @@ export interface MegakernelSpec extends MegakernelDims {
   readonly trace?: boolean;
 }
 
-/** Stage names of the 15 trace stamps of a layer (each stamp closes the stage named here). */
+/** Stage names of the trace stamps of a layer (each stamp closes the stage named here). */
 export const MEGAKERNEL_TRACE_STAGES = [
   'layer start (after the previous layer)',
-  'QKV input (RMSNorm)',
+  'QKV input (wait for the residual, RMSNorm)',
+  'QKV first tile (wait for the weights)',
   'QKV GEMV',
-  'barrier after QKV',
-  'attention',
-  'barrier after attention',
-  'O input',
+  'attention: issue weight and cache loads',
+  'attention: wait for q/k/v',
+  'attention: QK-norm + RoPE, KV append',
+  'attention: attend (and merge)',
+  'O input (wait for attention)',
+  'O first tile',
   'O GEMV + residual',
-  'barrier after O',
-  'gate/up input (RMSNorm)',
+  'gate/up input (wait for the residual, RMSNorm)',
+  'gate/up first tile',
   'gate/up GEMV + SwiGLU',
-  'barrier after gate/up',
-  'down input',
+  'down input (wait for SwiGLU)',
+  'down first tile',
   'down GEMV + residual',
-  'barrier after down',
 ] as const;
+
+/** Trace stamps per layer. */
+const TRACE_PER_LAYER = MEGAKERNEL_TRACE_STAGES.length;
 
 /** Mean microseconds per step spent in each stage, summed over layers: mean over blocks and the slowest block. */
 export interface MegakernelTraceSummary {
@@ -154,7 +159,7 @@ export class Qwen3Megakernel {
   #pendingPosition = -1;
   readonly #trace: Tensor<'u8'> | null;
   readonly #traceLayers: number;
-  /** Per stage (15 per layer + LM input, LM head, argmax): sums over steps of the mean and max over blocks (ns). */
+  /** Per stage (TRACE_PER_LAYER per layer + LM input, LM head, argmax): sums over steps of the mean and max over blocks (ns). */
   #traceSums: { mean: Float64Array; max: Float64Array; step: number; steps: number } | null = null;
 
   constructor(spec: MegakernelSpec) {
@@ -233,7 +238,9 @@ export class Qwen3Megakernel {
     this.logits = Tensor.empty([1, vocab], 'bf16', 'cuda');
     this.#workspace = Tensor.empty([plan.workspaceBytes], 'u8', 'cuda');
     this.#traceLayers = layers;
-    this.#trace = spec.trace ? Tensor.zeros([plan.grid * (layers * 15 + 3) * 8], 'u8').to('cuda') : null;
+    this.#trace = spec.trace
+      ? Tensor.zeros([plan.grid * (layers * TRACE_PER_LAYER + 3) * 8], 'u8').to('cuda')
+      : null;
     this.#maxContext = maxContext;
     this.#vocab = vocab;
     try {
@@ -320,7 +327,7 @@ export class Qwen3Megakernel {
   #accumulateTrace(): void {
     const raw = this.#trace!.to('cpu').data as Uint8Array;
     const stamps = new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8);
-    const events = this.#traceLayers * 15 + 3;
+    const events = this.#traceLayers * TRACE_PER_LAYER + 3;
     const grid = this.plan.grid;
     const sums = (this.#traceSums ??= {
       mean: new Float64Array(events),
@@ -368,7 +375,10 @@ export class Qwen3Megakernel {
     const mean = new Float64Array(names.length);
     const max = new Float64Array(names.length);
     for (let e = 1; e < s.mean.length; e++) {
-      const k = e >= this.#traceLayers * 15 ? 15 + (e - this.#traceLayers * 15) : e % 15;
+      const k =
+        e >= this.#traceLayers * TRACE_PER_LAYER
+          ? TRACE_PER_LAYER + (e - this.#traceLayers * TRACE_PER_LAYER)
+          : e % TRACE_PER_LAYER;
       mean[k]! += s.mean[e]!;
       max[k]! += s.max[e]!;
     }
