@@ -223,7 +223,7 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Flagged words: [two bf16 | epoch] per 8 bytes. A value pair is published with one 8-byte store, so a reader that
+// Flagged words: [two bf16 | epoch] per 8 bytes. A value pair is published with one 64-bit store, so a reader that
 // sees the epoch in a word also sees the pair written with it.
 
 __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
@@ -231,20 +231,26 @@ __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
   return *reinterpret_cast<const unsigned*>(&v);
 }
 
-/** Publishes values (2·pair, 2·pair + 1) of a flagged buffer. */
+/**
+ * Publishes values (2·pair, 2·pair + 1) of a flagged buffer: one scalar 64-bit store, which is single-copy atomic
+ * (a vector store of two 32-bit words is not: its halves may land separately, and a reader could pair this epoch
+ * with the previous launch's values).
+ */
 __device__ __forceinline__ void flag_store(void* buf, int64_t pair, unsigned packed, unsigned epoch) {
-  uint2* w = static_cast<uint2*>(buf) + pair;
-  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(w), "r"(packed), "r"(epoch) : "memory");
+  const unsigned long long word = (static_cast<unsigned long long>(epoch) << 32) | packed;
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + pair), "l"(word)
+               : "memory");
 }
 
-/** Two flagged words (four values) as they are in L2 now. */
+/**
+ * Two flagged words (four values) as they are in L2 now: a vector of two 64-bit elements, each element read as
+ * one single-copy-atomic access. x, z: the value pairs; y, w: their epochs.
+ */
 __device__ __forceinline__ uint4 flag_load(const void* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
+  unsigned long long lo, hi;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(p) : "memory");
+  return make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
+                    static_cast<unsigned>(hi >> 32));
 }
 
 __device__ __forceinline__ bool flag_ready(const uint4& v, unsigned epoch) { return v.y == epoch && v.w == epoch; }
