@@ -632,7 +632,10 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
     if (!mbar_wait(b, &b.full[slot], (seq / kSlots) & 1)) return false;
     if (first_event >= 0 && t0 == u0) stamp(a, first_event);
     const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * kSlotBytes);
-    for (int r = 2 * warp; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
+    // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
+    // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile.
+    const int first = static_cast<int>(((warp - (t0 - u0) / 2) % kConsumerWarps + kConsumerWarps) % kConsumerWarps);
+    for (int r = 2 * first; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
       const bf16* row = tile + static_cast<int64_t>(r) * k;
       const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
@@ -675,8 +678,9 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         }
       }
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&b.empty[slot]);
+    // Every consumer thread releases the slot itself after its own reads (the producer's wait on the empty barrier
+    // acquires them all before its TMA copy overwrites the slot).
+    mbar_arrive(&b.empty[slot]);
   }
   return true;
 }
@@ -983,7 +987,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   if (threadIdx.x == 0) {
     for (int i = 0; i < kSlots; i++) {
       mbar_init(&b.full[i], 1);
-      mbar_init(&b.empty[i], kConsumerWarps);
+      mbar_init(&b.empty[i], kConsumers);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     b.flag[0] = 0;
