@@ -31,9 +31,9 @@
 // the blocks' bests and writes the token and the next step's state. Rounding follows the layered engine (and HF):
 // every projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
 //
-// Every wait (flagged words, mbarriers, merge counters) is bounded by `timeout_ns`: a block that times out records
-// an error code and an abort flag that the other blocks see, and the kernel returns; JS gets an error, never a hung
-// process.
+// Every wait (flagged words, mbarriers) is bounded by `timeout_ns`: a block that times out records an error code and
+// an abort flag that the other blocks see, and the kernel returns; JS gets an error, never a hung process. (The
+// attention merge does not wait: the last chunk of a head to arrive merges.)
 #include <cuda_bf16.h>
 
 #include "../common/cuda_check.h"

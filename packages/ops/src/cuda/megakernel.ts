@@ -345,10 +345,13 @@ export class Qwen3Megakernel {
         const at = stamps[blk * events + e]!;
         if (at === 0n) continue; // the argmax stamp: the last block only
         const t = Number(at);
+        // The argmax stamp of a block that was last in an earlier step but not in this one is stale: older than
+        // the block's previous stamp of this step.
+        const prev = e === 0 ? t : Number(stamps[blk * events + e - 1]!);
+        if (t < prev) continue;
         first = Math.min(first, t);
         last = Math.max(last, t);
         if (e === 0) continue;
-        const prev = Number(stamps[blk * events + e - 1]!);
         total += t - prev;
         most = Math.max(most, t - prev);
         counted++;

@@ -74,9 +74,9 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
 
 /**
  * The engine to use when none is named: `'layered'` with a usable GPU (`cudaAvailable()`), else `'cpu'`. The
- * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.89–1.00× and 8B at 1.00× the layered
- * engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md), so the layered engine stays the fastest correct
- * choice. `config` is accepted so that the default can depend on the model once the megakernel wins.
+ * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.85–0.98× and 8B at 0.93–0.95× the
+ * layered engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md), so the layered engine stays the fastest
+ * correct choice. `config` is accepted so that the default can depend on the model once the megakernel wins.
  */
 export function defaultEngine(_config?: Qwen3Config): EngineName {
   return cudaAvailable() ? 'layered' : 'cpu';
