@@ -389,7 +389,8 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
  * This thread's verdict; the caller combines them with block_ok.
  */
 template <int kBatch>
-__device__ __forceinline__ bool flag_gather(const MegakernelArgs& a, const Block& b, const void* src, int64_t n, bf16* dst) {
+__device__ __forceinline__ bool flag_gather(const MegakernelArgs& a, const Block& b, const void* src, int64_t n,
+                                            bf16* dst) {
   const uint4* s = static_cast<const uint4*>(src);
   const int64_t words = n / 4;
   for (int64_t base = threadIdx.x; base < words; base += static_cast<int64_t>(kConsumers) * kBatch) {
@@ -449,8 +450,8 @@ __device__ __forceinline__ void consumer_reduce(const Block& b, float (&v)[kMaxG
  * flagged buffer `src` (or, for layer 0, the embedding row); its raw values stay in `res` for the epilogue that adds
  * the residual. False when the launch aborts.
  */
-__device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const Block& b, const void* src, const bf16* weight,
-                                 int64_t n, float eps) {
+__device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const Block& b, const void* src,
+                                                 const bf16* weight, int64_t n, float eps) {
   consumer_sync();  // the previous stage's readers of x and res are done
   // The norm weights do not depend on the step: their loads overlap the wait for the residual (hidden sizes up to
   // 2 · 8 · 256 = 4096 are held in registers).
@@ -582,7 +583,8 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b)
     mbar_expect_tx(&b.full[slot], bytes * cur.s.rows_per_unit);
     uint8_t* dst = b.slots + static_cast<size_t>(slot) * kSlotBytes;
     bulk_copy(dst, cur.s.w + cur.t0 * cur.s.k, bytes, &b.full[slot]);
-    if (cur.s.rows_per_unit == 2) bulk_copy(dst + bytes, cur.s.w + (cur.t0 + cur.s.up_offset) * cur.s.k, bytes, &b.full[slot]);
+    if (cur.s.rows_per_unit == 2)
+      bulk_copy(dst + bytes, cur.s.w + (cur.t0 + cur.s.up_offset) * cur.s.k, bytes, &b.full[slot]);
   }
 }
 
@@ -673,7 +675,8 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
           if (r + 1 < n) {
             logits[u + 1] = to_bf(v1);
-            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best)) best = {v1, static_cast<int>(u + 1)};
+            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best))
+              best = {v1, static_cast<int>(u + 1)};
           }
         }
       }
@@ -693,14 +696,14 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
  * all). Publishes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
  * head to finish merges them and publishes the output. Returns false when the launch aborts.
  *
- * Work split: passes of kPass keys; warp w takes keys w·8 … w·8 + 7 of a pass, four lanes per key for the scores (lane
- * quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q from
- * different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
+ * Work split: passes of kPass keys; warp w takes keys w·8 … w·8 + 7 of a pass, four lanes per key for the scores
+ * (lane quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q
+ * from different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
  * output, so a pass needs no block-wide reduction; the warps are merged once at the end, in fixed order.
  */
 template <int G>
 __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
-                                    int c, int chunks, int p0, int p1, int pos, int ev) {
+                                      int c, int chunks, int p0, int p1, int pos, int ev) {
   const MegakernelDims& d = a.dims;
   const int KV = static_cast<int>(d.kv_heads);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -765,7 +768,8 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     bool ok = true;
     if (tid < words) {
       const int head = tid / kWordsPerHead, w = tid % kWordsPerHead;
-      const int64_t row = head < G ? static_cast<int64_t>(g) * G + head : head == G ? d.q_heads + g : d.q_heads + KV + g;
+      const int64_t row =
+          head < G ? static_cast<int64_t>(g) * G + head : (head == G ? d.q_heads + g : d.q_heads + KV + g);
       bf16* dst = (head < G ? qin + head * kD : head == G ? kin : vin) + w * 4;
       const uint4* src = static_cast<const uint4*>(qkv) + row * kWordsPerHead + w;
       const uint4 v = flag_wait(a, b, src, flag_load(src), ok);

@@ -66,8 +66,8 @@ struct MegakernelArgs {
   float eps = 1e-6f;
   uint32_t epoch = 0;                // launches so far including this one, never 0: tags this launch's flagged words
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
-  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG): 1 = no waits for flagged words, 2 = no attention,
-                                     // 4 = no GEMV math (tiles only waited for and freed)
+  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG, wrong outputs): 1 = no waits for flagged
+                                     // words, 2 = no attention, 4 = no GEMV math, 8 = no input gathers
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
 };
 
