@@ -277,10 +277,31 @@ __device__ __forceinline__ int tile_units(const StageShape& s) { return tile_uni
  * The block's units of a stage: whole pairs (only the LM head can have an odd count, and then its last block ends
  * on a single row; its outputs are plain logits, not flagged words).
  */
-__device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t& u1) {
+__device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t& u1, int skip = 0) {
   const int64_t pairs = (units + 1) / 2;
-  u0 = min(units, pairs * blockIdx.x / gridDim.x * 2);
-  u1 = min(units, pairs * (blockIdx.x + 1) / gridDim.x * 2);
+  if (static_cast<int>(blockIdx.x) < skip) {
+    u0 = u1 = 0;
+    return;
+  }
+  const int64_t at = blockIdx.x - skip, n = gridDim.x - skip;
+  u0 = min(units, pairs * at / n * 2);
+  u1 = min(units, pairs * (at + 1) / n * 2);
+}
+
+/**
+ * Blocks [0, result) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
+ * land: when few blocks attend (short contexts). Otherwise 0: every block takes rows of every stage.
+ */
+__device__ __forceinline__ int attention_skip(const MegakernelDims& d, int pos) {
+  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
+  const int chunks = max(1, min((pos + 1 + kMinChunk - 1) / kMinChunk, max_chunks));
+  const int items = static_cast<int>(d.kv_heads) * chunks;
+  return items * 4 <= static_cast<int>(gridDim.x) ? items : 0;
+}
+
+/** The rows a stage skips on the attention blocks (QKV and O only). */
+__device__ __forceinline__ int stage_skip(int stage, int attn_skip) {
+  return stage == kQkv || stage == kO ? attn_skip : 0;
 }
 
 __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage) {
@@ -315,6 +336,7 @@ struct Block {
   int32_t* result;  // [next token, error code]
   const bf16* embed_row;  // the step's token row: layer 0's residual
   uint64_t timeout_ns;
+  int attn_skip;          // attention_skip() of this step
 };
 
 /** Records `code` as the launch's error (first writer wins) and raises the abort flag every block polls. */
@@ -530,6 +552,7 @@ struct TileCursor {
   int layer = 0, stage = 0;
   int64_t t0 = 0, u1 = 0;
   int per = 1;
+  int attn_skip = 0;
   StageShape s{};
   bool done = false;
 
@@ -537,7 +560,7 @@ struct TileCursor {
     const bool lm = layer == a.dims.layers;
     s = stage_shape(a, lm ? -1 : layer, lm ? -1 : stage);
     int64_t u0;
-    stage_range(s.units, u0, u1);
+    stage_range(s.units, u0, u1, lm ? 0 : stage_skip(stage, attn_skip));
     t0 = u0;
     per = tile_units(s);
   }
@@ -571,6 +594,7 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b)
   // (Asking L2 for tiles beyond the ring, or capping the copies in flight below the ring's four, were both measured
   // slower: see NOTES.md.)
   TileCursor cur;
+  cur.attn_skip = b.attn_skip;
   cur.start(a);
   for (unsigned seq = 0; !cur.done; seq++, cur.next(a)) {
     const int slot = static_cast<int>(seq % kSlots);
@@ -624,7 +648,7 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   void* out = stage_output(a, lay, layer, stage);
   int64_t u0, u1;
-  stage_range(s.units, u0, u1);
+  stage_range(s.units, u0, u1, layer < 0 ? 0 : stage_skip(stage, b.attn_skip));
   const int per = tile_units(s);
   const int64_t k = s.k;
   if (first_event >= 0 && u0 >= u1) stamp(a, first_event);
@@ -979,6 +1003,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   const int token = a.state[0];
   const int pos = a.state[1];
   b.embed_row = static_cast<const bf16*>(a.embed) + static_cast<int64_t>(token) * d.hidden;
+  b.attn_skip = attention_skip(d, pos);
   // Cleared before any block can fail: failures only come from waits that outlast timeout_ns.
   if (blockIdx.x == 0 && threadIdx.x == 0) a.result[1] = 0;
   if (pos < 0 || pos >= a.max_context || token < 0 || token >= d.vocab) {
@@ -1024,9 +1049,12 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     stamp(a, ev);
     // The cached rows this block's attention will read do not depend on this step: start them towards L2 now.
     if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
-    // 1. QKV
-    const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
-    if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
+    // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
+    // input nor the residual here: the gate/up stage reads the residual again)
+    if (!(static_cast<int>(blockIdx.x) < b.attn_skip)) {
+      const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
+      if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
+    }
     stamp(a, ev + 1);
     if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, ev + 2)) return;
     stamp(a, ev + 3);
