@@ -158,6 +158,29 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
+  it('greedy next() runs one step ahead: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {
+    const config = CONFIGS[0]![1];
+    const mk = build('megakernel', config, 4);
+    const plain = build('megakernel', config, 4);
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const prompt = randomIds(12, config.vocabSize, 21);
+    // `mk` decodes through next() only, so every step after the first is the one launched ahead and claimed.
+    const got = [mk.next(prompt, 0, greedy, 0)];
+    for (let p = prompt.length; p < prompt.length + 40; p++)
+      got.push(mk.next([got.at(-1)!], p, greedy, got.length));
+    // `plain` decodes the same through logits(), which never launches ahead.
+    const want = [argmax(plain.logits(prompt, 0))];
+    for (let p = prompt.length; p < prompt.length + 40; p++)
+      want.push(argmax(plain.logits([want.at(-1)!], p)));
+    expect(got).toEqual(want);
+    // A call for another token at the position launched ahead supersedes that step.
+    const p = prompt.length + 40;
+    const other = (got.at(-1)! + 1) % config.vocabSize;
+    expect(mk.next([other], p, greedy, 0)).toBe(argmax(plain.logits([other], p)));
+    mk.dispose();
+    plain.dispose();
+  });
+
   it('has no swappable modules, refuses shapes it does not serve, and refuses use after dispose', () => {
     const config = CONFIGS[0]![1];
     const mk = build('megakernel', config, 1);

@@ -10,11 +10,11 @@
  * is captured per bucket reached, on first use (measured on an H100, Qwen3-0.6B at position 128: 1,056 µs per
  * step attending over a 4,353-row cache, 1,024 µs over a 256-row bucket).
  *
- * Greedy decoding runs one step ahead: once `next()` has read a step's token, it launches the step that feeds that
- * token back at the next position, and returns. The caller's own work on the token (detokenising, streaming, the
- * event loop) then overlaps the GPU instead of leaving it idle between steps. A following call that asks for
- * exactly that step waits for it; any other call runs after it on the same stream and overwrites what it wrote
- * (its KV row lies past the filled length, so nothing reads it).
+ * Greedy decoding runs one step ahead (both the layered graph and the megakernel): once `next()` has read a step's
+ * token, it launches the step that feeds that token back at the next position, and returns. The caller's own work
+ * on the token (detokenising, streaming, the event loop) then overlaps the GPU instead of leaving it idle between
+ * steps. A following call that asks for exactly that step waits for it; any other call runs after it on the same
+ * stream and overwrites what it wrote (its KV row lies past the filled length, so nothing reads it).
  *
  * With the built-in fused modules a decode layer is seven kernels: QKV GEMV (with the residual add and RMSNorm
  * folded in), QK-norm + RoPE + KV append, attention (chunks and merge), O GEMV, gate/up GEMV (add + RMSNorm in
@@ -499,6 +499,31 @@ export function createLayeredEngine(
     return token;
   }
 
+  /**
+   * Greedy decode of one token through the megakernel, run one step ahead like {@link nextGreedyDecode}: the kernel
+   * leaves [token, position + 1] on the device, so the step that feeds the token back is launched before the token
+   * is returned, with nothing to upload.
+   */
+  function nextGreedyMegakernel(mk: Qwen3Megakernel, id: number, position: number): number {
+    checkForwardArgs(op, config, maxContext, filled, [id], position);
+    const claimed = ahead !== null && ahead.id === id && ahead.position === position;
+    ahead = null;
+    if (!claimed) mk.step(id, position);
+    const token = mk.result();
+    filled = position + 1;
+    const following = position + 1;
+    if (following < maxContext) {
+      try {
+        mk.step(token, following);
+        ahead = { id: token, position: following };
+      } catch {
+        // As in nextGreedyDecode: the token is returned; the following step runs again when it is asked for.
+        ahead = null;
+      }
+    }
+    return token;
+  }
+
   const patchable: Pick<Engine, 'variants' | 'patch'> = {
     variants: () => listVariants(),
     patch(spec: PatchSpec) {
@@ -532,8 +557,10 @@ export function createLayeredEngine(
     next(ids, start, sampling: SamplingParams, stepIndex) {
       live('next');
       checkSampling(op, sampling);
-      if (sampling.temperature === 0 && ids.length === 1 && megakernel === null) {
-        return nextGreedyDecode(ids[0]!, start);
+      if (sampling.temperature === 0 && ids.length === 1) {
+        return megakernel === null
+          ? nextGreedyDecode(ids[0]!, start)
+          : nextGreedyMegakernel(megakernel, ids[0]!, start);
       }
       const r = forward(ids, start);
       try {
