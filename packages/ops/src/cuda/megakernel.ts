@@ -159,7 +159,10 @@ export class Qwen3Megakernel {
   #pendingPosition = -1;
   readonly #trace: Tensor<'u8'> | null;
   readonly #traceLayers: number;
-  /** Per stage (TRACE_PER_LAYER per layer + LM input, LM head, argmax): sums over steps of the mean and max over blocks (ns). */
+  /**
+   * Per stage (TRACE_PER_LAYER per layer + LM input, LM head, argmax): sums over steps of the mean and max over
+   * blocks (ns).
+   */
   #traceSums: { mean: Float64Array; max: Float64Array; step: number; steps: number } | null = null;
 
   constructor(spec: MegakernelSpec) {
