@@ -5,46 +5,18 @@
  * where no GPU is usable.
  */
 import * as cudaCore from '@qk/cuda-core';
-import {
-  cudaAvailable,
-  type FloatDType,
-  QkDisposedError,
-  QkValueError,
-  Tensor,
-  useCudaBackend,
-} from '@qk/ops';
+import { cudaAvailable, QkDisposedError, QkValueError, Tensor, useCudaBackend } from '@qk/ops';
 import { closeness } from '@qk/ops/testing';
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createLayeredEngine } from '../src/engine/layered.js';
 import { QkContextError } from '../src/errors.js';
-import type { Engine, Qwen3Config, Qwen3Weights } from '../src/types.js';
+import type { Qwen3Config } from '../src/types.js';
+import { closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
 useCudaBackend(cudaCore);
 const gpu = cudaAvailable();
-
-function toCuda<D extends FloatDType>(w: Qwen3Weights<D>): Qwen3Weights<D> {
-  const moved = new Map<Tensor, Tensor>();
-  const mv = (t: Tensor<D>) => {
-    let m = moved.get(t);
-    if (m === undefined) moved.set(t, (m = t.to('cuda')));
-    return m as Tensor<D>;
-  };
-  return {
-    embed: mv(w.embed),
-    layers: w.layers.map((l) => Object.fromEntries(Object.entries(l).map(([k, t]) => [k, mv(t)]))) as never,
-    norm: mv(w.norm),
-    lmHead: mv(w.lmHead),
-  };
-}
-
-/** Logits of a prefill of `ids[0..split)` then one decode step per remaining id, per step. */
-function trace(engine: Engine, ids: readonly number[], split: number): Float32Array[] {
-  const out = [engine.logits(ids.slice(0, split), 0)];
-  for (let p = split; p < ids.length; p++) out.push(engine.logits([ids[p]!], p));
-  return out;
-}
 
 function engines(config: Qwen3Config, dtype: 'f32' | 'bf16', seed: number) {
   const cpu = createCpuEngine(config, randomWeights(config, seed), { maxContext: 64 });
@@ -64,10 +36,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
       const want = trace(cpu, ids, 9);
       const got = trace(layered, ids, 9);
       for (let s = 0; s < want.length; s++) {
-        const c = closeness(
-          Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
-          Tensor.fromStorage(want[s]!, [want[s]!.length], 'f32'),
-        );
+        const c = closenessOf(got[s]!, want[s]!);
         expect(c.relL2, `step ${s}`).toBeLessThan(2e-5);
         expect(got[s]!.every(Number.isFinite)).toBe(true);
       }
@@ -85,10 +54,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     const want = trace(cpu, ids, 250);
     const got = trace(layered, ids, 250);
     for (let s = 0; s < want.length; s++) {
-      const c = closeness(
-        Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
-        Tensor.fromStorage(want[s]!, [want[s]!.length], 'f32'),
-      );
+      const c = closenessOf(got[s]!, want[s]!);
       expect(c.relL2, `step ${s}`).toBeLessThan(2e-5);
     }
     cpu.dispose();
@@ -117,9 +83,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     expect(a).toBe(argmaxOf(reference.logits([other], 12)));
     const l = layered.logits([a], 13);
     const w = cpu.logits([other, a], 12);
-    expect(
-      closeness(Tensor.fromStorage(l, [l.length], 'f32'), Tensor.fromStorage(w, [w.length], 'f32')).relL2,
-    ).toBeLessThan(2e-5);
+    expect(closenessOf(l, w).relL2).toBeLessThan(2e-5);
     // A step launched ahead is dropped by a patch; decoding goes on from the cache under the new modules.
     reference.logits([a], 13);
     const b = layered.next([a], 14, greedy, 14);
@@ -128,9 +92,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     const undo = layered.patch!({ rmsnorm: 'eager' });
     const lc = layered.logits([b], 15);
     const wc = reference.logits([b], 15);
-    expect(
-      closeness(Tensor.fromStorage(lc, [lc.length], 'f32'), Tensor.fromStorage(wc, [wc.length], 'f32')).relL2,
-    ).toBeLessThan(2e-5);
+    expect(closenessOf(lc, wc).relL2).toBeLessThan(2e-5);
     undo();
     for (const e of [layered, reference, cpu]) e.dispose();
   });
@@ -167,10 +129,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
         const got = trace(layered, ids, 6);
         undo();
         for (let s = 0; s < base.length; s++) {
-          const c = closeness(
-            Tensor.fromStorage(got[s]!, [got[s]!.length], 'f32'),
-            Tensor.fromStorage(base[s]!, [base[s]!.length], 'f32'),
-          );
+          const c = closenessOf(got[s]!, base[s]!);
           expect(c.relL2, `${kind}=${variant} step ${s}`).toBeLessThan(2e-5);
         }
       }
@@ -195,12 +154,7 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     } as never);
     const patched = trace(layered, ids, 5);
     expect(calls).toBeGreaterThan(0);
-    expect(
-      closeness(
-        Tensor.fromStorage(patched[0]!, [patched[0]!.length], 'f32'),
-        Tensor.fromStorage(base[0]!, [base[0]!.length], 'f32'),
-      ).relL2,
-    ).toBeGreaterThan(1e-2);
+    expect(closenessOf(patched[0]!, base[0]!).relL2).toBeGreaterThan(1e-2);
     undo();
     const restored = trace(layered, ids, 5);
     expect(restored.map((r) => Array.from(r))).toEqual(base.map((r) => Array.from(r)));

@@ -11,33 +11,17 @@ import {
   megakernelPlan,
   QkDisposedError,
   QkValueError,
-  Tensor,
   useCudaBackend,
 } from '@qk/ops';
-import { closeness } from '@qk/ops/testing';
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine } from '../src/engine/index.js';
-import type { Engine, Qwen3Config, Qwen3Weights } from '../src/types.js';
+import type { Engine, Qwen3Config } from '../src/types.js';
+import { closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
 useCudaBackend(cudaCore);
 const hopper = cudaAvailable() && cudaDeviceInfo().computeCapability.major >= 9;
-
-function toCuda(w: Qwen3Weights<'bf16'>): Qwen3Weights<'bf16'> {
-  const moved = new Map<Tensor, Tensor>();
-  const mv = (t: Tensor<'bf16'>) => {
-    let m = moved.get(t);
-    if (m === undefined) moved.set(t, (m = t.to('cuda')));
-    return m as Tensor<'bf16'>;
-  };
-  return {
-    embed: mv(w.embed),
-    layers: w.layers.map((l) => Object.fromEntries(Object.entries(l).map(([k, t]) => [k, mv(t)]))) as never,
-    norm: mv(w.norm),
-    lmHead: mv(w.lmHead),
-  };
-}
 
 /** Head size 128 configs: groups of 2 (untied), 4 (tied, odd vocab), 1 (MHA, odd hidden multiple of 8). */
 const CONFIGS: [string, Qwen3Config][] = [
@@ -84,21 +68,10 @@ function build(name: 'layered' | 'megakernel', config: Qwen3Config, seed: number
   return createEngine(name, config, toCuda(randomWeights(config, seed, 'bf16')), { maxContext: MAX_CONTEXT });
 }
 
-/** Logits of a prefill of `ids[0..split)` then one decode step per remaining id. */
-function trace(engine: Engine, ids: readonly number[], split: number): Float32Array[] {
-  const out = [engine.logits(ids.slice(0, split), 0)];
-  for (let p = split; p < ids.length; p++) out.push(engine.logits([ids[p]!], p));
-  return out;
-}
-
 function argmax(x: Float32Array): number {
   let best = 0;
   for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
   return best;
-}
-
-function rel(a: Float32Array, b: Float32Array) {
-  return closeness(Tensor.fromStorage(a, [a.length], 'f32'), Tensor.fromStorage(b, [b.length], 'f32'));
 }
 
 describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)', () => {
@@ -114,7 +87,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       let agree = 0;
       for (let s = 1; s < want.length; s++) {
         expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-        expect(rel(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+        expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
         if (argmax(got[s]!) === argmax(want[s]!)) agree++;
       }
       expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
@@ -131,7 +104,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const want = trace(cpu, ids, 1); // position 0 onwards: every step is a megakernel step
     const got = trace(mk, ids, 1);
     for (let s = 1; s < want.length; s++)
-      expect(rel(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(3e-2);
+      expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(3e-2);
     cpu.dispose();
     mk.dispose();
   });
