@@ -474,50 +474,38 @@ export function createLayeredEngine(
     };
   }
 
+  /** Queues the decode step of `id` at `position`: one megakernel launch, or a replay of the layered graph. */
+  function queueDecode(id: number, position: number): void {
+    if (megakernel !== null) megakernel.step(id, position);
+    else decode(id, position);
+  }
+
+  /** Waits for the decode step queued last and returns its greedy token. */
+  function queuedToken(): number {
+    return megakernel !== null ? megakernel.result() : stepBuffers().next.item();
+  }
+
   /**
-   * Greedy decode of one token through the layered graph: claims the step launched ahead when it is this one, then
-   * launches the step after it (when its bucket's graph is already captured) before returning the token.
+   * Greedy decode of one token: claims the step launched ahead when it is this one, then launches the step after it
+   * before returning the token. The layered graph launches ahead only when that step's bucket graph is already
+   * captured; the megakernel always can, since the kernel leaves [token, position + 1] on the device and nothing is
+   * uploaded.
    */
   function nextGreedyDecode(id: number, position: number): number {
     checkForwardArgs(op, config, maxContext, filled, [id], position);
     const claimed = ahead !== null && ahead.id === id && ahead.position === position;
     ahead = null;
-    const b = claimed ? stepBuffers() : decode(id, position);
-    const token = b.next.item();
+    if (!claimed) queueDecode(id, position);
+    const token = queuedToken();
     filled = position + 1;
     const following = position + 1;
-    if (following < maxContext && graphs.has(decodeRows(following))) {
+    if (following < maxContext && (megakernel !== null || graphs.has(decodeRows(following)))) {
       try {
-        decode(token, following);
+        queueDecode(token, following);
         ahead = { id: token, position: following };
       } catch {
         // This token is already computed and is returned; the step after it runs again when it is asked for, and a
         // failure that persists is reported then, by that call.
-        ahead = null;
-      }
-    }
-    return token;
-  }
-
-  /**
-   * Greedy decode of one token through the megakernel, run one step ahead like {@link nextGreedyDecode}: the kernel
-   * leaves [token, position + 1] on the device, so the step that feeds the token back is launched before the token
-   * is returned, with nothing to upload.
-   */
-  function nextGreedyMegakernel(mk: Qwen3Megakernel, id: number, position: number): number {
-    checkForwardArgs(op, config, maxContext, filled, [id], position);
-    const claimed = ahead !== null && ahead.id === id && ahead.position === position;
-    ahead = null;
-    if (!claimed) mk.step(id, position);
-    const token = mk.result();
-    filled = position + 1;
-    const following = position + 1;
-    if (following < maxContext) {
-      try {
-        mk.step(token, following);
-        ahead = { id: token, position: following };
-      } catch {
-        // As in nextGreedyDecode: the token is returned; the following step runs again when it is asked for.
         ahead = null;
       }
     }
@@ -558,9 +546,7 @@ export function createLayeredEngine(
       live('next');
       checkSampling(op, sampling);
       if (sampling.temperature === 0 && ids.length === 1) {
-        return megakernel === null
-          ? nextGreedyDecode(ids[0]!, start)
-          : nextGreedyMegakernel(megakernel, ids[0]!, start);
+        return nextGreedyDecode(ids[0]!, start);
       }
       const r = forward(ids, start);
       try {
