@@ -289,13 +289,20 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
 }
 
 /**
+ * Attention chunks per KV head for a step at `pos` (pos + 1 keys): at least one pass (kMinChunk keys) each, and at
+ * most grid / KV heads chunks.
+ */
+__device__ __forceinline__ int attention_chunks(const MegakernelDims& d, int pos) {
+  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
+  return max(1, min((pos + 1 + kMinChunk - 1) / kMinChunk, max_chunks));
+}
+
+/**
  * Blocks [0, result) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
  * land: when few blocks attend (short contexts). Otherwise 0: every block takes rows of every stage.
  */
 __device__ __forceinline__ int attention_skip(const MegakernelDims& d, int pos) {
-  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
-  const int chunks = max(1, min((pos + 1 + kMinChunk - 1) / kMinChunk, max_chunks));
-  const int items = static_cast<int>(d.kv_heads) * chunks;
+  const int items = static_cast<int>(d.kv_heads) * attention_chunks(d, pos);
   return items * 4 <= static_cast<int>(gridDim.x) ? items : 0;
 }
 
@@ -349,19 +356,26 @@ __device__ __forceinline__ void fail(unsigned* sync, int32_t* result, Megakernel
 // function that is not inlined would move that local to memory, and local memory here lives in L2 (shared memory
 // leaves almost no L1), so every access to it would cost a loaded L2 round trip.
 
+/**
+ * Whether a spin that began at `start` must give up: another block aborted, or this one outlasted `timeout_ns` (then
+ * recorded as the launch's error). Checked every `mask + 1` spins (`i` counts them).
+ */
+__device__ __forceinline__ bool spin_must_stop(unsigned i, unsigned mask, uint64_t start, unsigned* sync,
+                                               int32_t* result, uint64_t timeout_ns) {
+  if ((i & mask) != 0) return false;
+  if (ld_volatile(sync + kAbortWord) != 0) return true;
+  if (now_ns() - start <= timeout_ns) return false;
+  fail(sync, result, MegakernelError::Timeout);
+  return true;
+}
+
 /** Spins on an mbarrier phase; false on timeout or when another block aborted. */
 __device__ __noinline__ bool mbar_wait_slow(uint64_t* bar, unsigned parity, unsigned* sync, int32_t* result,
                                             uint64_t timeout_ns) {
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     if (mbar_try_wait(bar, parity)) return true;
-    if ((i & 63) == 0) {
-      if (ld_volatile(sync + kAbortWord) != 0) return false;
-      if (now_ns() - start > timeout_ns) {
-        fail(sync, result, MegakernelError::Timeout);
-        return false;
-      }
-    }
+    if (spin_must_stop(i, 63, start, sync, result, timeout_ns)) return false;
   }
 }
 
@@ -379,14 +393,7 @@ __device__ __noinline__ uint4 flag_wait_slow(const void* p, unsigned epoch, unsi
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     const uint4 v = flag_load(p);
-    if (flag_ready(v, epoch)) return v;
-    if ((i & 31) == 0) {
-      if (ld_volatile(sync + kAbortWord) != 0) return v;
-      if (now_ns() - start > timeout_ns) {
-        fail(sync, result, MegakernelError::Timeout);
-        return v;
-      }
-    }
+    if (flag_ready(v, epoch) || spin_must_stop(i, 31, start, sync, result, timeout_ns)) return v;
   }
 }
 
@@ -1035,7 +1042,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   unsigned seq = 0;
   Best best{-INFINITY, INT32_MAX};
   const int len = pos + 1;
-  const int chunks = max(1, min((len + kMinChunk - 1) / kMinChunk, max_chunks));
+  const int chunks = attention_chunks(d, pos);
   const int chunk_len = (len + chunks - 1) / chunks;
 
   // This block's attention work item, if any (at most one: items ≤ grid).
