@@ -46,6 +46,9 @@ export type MegakernelPlan =
       threads: number;
       /** Dynamic shared memory per block. */
       sharedBytes: number;
+      /** The weight ring in shared memory: slots of `slotBytes` each. */
+      slots: number;
+      slotBytes: number;
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;
@@ -419,10 +422,10 @@ export interface Binding {
    * Creates a megakernel instance over bf16 weights and caches (every address checked here, once) and zeroes
    * `workspace` (at least `plan.workspaceBytes`, 256-byte aligned). `layerPointers` holds 10 addresses per layer:
    * inputNorm, qkv (`[q; k; v]` rows), qNorm, kNorm, o, postNorm, gateUp (`[gate; up]` rows), down, kCache, vCache
-   * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each step, which leaves
-   * `[next, position + 1]` in it; `result` (i32 `[next, error]`) receives the argmax over ids below `vocabLimit`
-   * and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the step's logits. Every wait inside the kernel
-   * gives up after `timeoutMs`. With `trace` (u64 `[grid][layers·15 + 3]`), each step writes globaltimer stamps
+   * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each launch, which leaves
+   * `[last token, position + steps]` in it; `result` (i32 `[token, error]`) receives the last argmax over ids below
+   * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits. Every wait
+   * inside the kernel gives up after `timeoutMs`. With `trace` (u64 `[grid][layers·17 + 3]`), each step writes globaltimer stamps
    * at its stage boundaries there (a diagnostic: see csrc/megakernel/NOTES.md). Returns a handle; the tensors
    * must outlive it.
    */
@@ -449,9 +452,23 @@ export interface Binding {
     timeoutMs: number,
     trace?: DevicePtr,
   ): number;
-  /** Queues one decode step of the instance on the op stream. */
-  megakernelLaunch(handle: number): void;
-  /** After a step reported an error: waits for the stream, clears the instance's barrier counters. */
+  /**
+   * Queues one launch of `steps` (1–64, default 1) greedy decode steps on the op stream: step s feeds its argmax
+   * token to step s + 1 on the device, and the launch leaves `[last token, position + steps]` in `state`. Each
+   * step's token is published to pinned host memory as soon as it is known ({@link Binding.megakernelToken}).
+   * `steps` must be 1 for an instance that records a trace.
+   */
+  megakernelLaunch(handle: number, steps?: number): void;
+  /**
+   * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel
+   * goes on. Returns `-code` ({@link MegakernelErrorCode}) when the launch failed. Throws when the launch ended
+   * without the token, or when nothing arrives within the instance's timeout after the kernel could begin.
+   */
+  megakernelToken(handle: number, index: number): number;
+  /**
+   * After a launch reported an error: waits for the stream, clears the instance's workspace (flagged words,
+   * counters) and host words, and restarts its epochs.
+   */
   megakernelReset(handle: number): void;
   megakernelDestroy(handle: number): void;
 }

@@ -1,5 +1,5 @@
 /**
- * The megakernel engine (one persistent kernel per decode step) against the layered engine and the cpu engine on
+ * The megakernel engine (one persistent kernel per launch of decode steps) against the layered engine and the cpu engine on
  * the same random bf16 weights, at head size 128 (the megakernel's) with GQA groups of 1, 2 and 4, tied and untied
  * LM heads, contexts long enough to split attention into many chunks; repeatability bit for bit; greedy decode
  * equal to the argmax of its own logits; refusals. GPU only: skipped, visibly, where no GPU is usable.
@@ -131,27 +131,56 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
-  it('greedy next() runs one step ahead: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {
+  it('greedy next() runs several steps per launch: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {
     const config = CONFIGS[0]![1];
-    const mk = build('megakernel', config, 4);
+    const maxContext = 64;
+    // 5 steps per launch: the 12-token prompt's 52 decode positions end in a launch cut short by the cache's end.
+    const mk = createEngine('megakernel', config, toCuda(randomWeights(config, 4, 'bf16')), {
+      maxContext,
+      megakernelSteps: 5,
+    });
     const plain = build('megakernel', config, 4);
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const prompt = randomIds(12, config.vocabSize, 21);
-    // `mk` decodes through next() only, so every step after the first is the one launched ahead and claimed.
+    // `mk` decodes through next() only, so every step after the first runs in a launch queued ahead, fed on the
+    // device by the step before it, and is claimed.
     const got = [mk.next(prompt, 0, greedy, 0)];
-    for (let p = prompt.length; p < prompt.length + 40; p++)
-      got.push(mk.next([got.at(-1)!], p, greedy, got.length));
-    // `plain` decodes the same through logits(), which never launches ahead.
+    for (let p = prompt.length; p < maxContext; p++) got.push(mk.next([got.at(-1)!], p, greedy, got.length));
+    // `plain` decodes the same through logits(), one step per launch, nothing queued ahead.
     const want = [argmax(plain.logits(prompt, 0))];
-    for (let p = prompt.length; p < prompt.length + 40; p++)
-      want.push(argmax(plain.logits([want.at(-1)!], p)));
+    for (let p = prompt.length; p < maxContext; p++) want.push(argmax(plain.logits([want.at(-1)!], p)));
     expect(got).toEqual(want);
-    // A call for another token at the position launched ahead supersedes that step.
-    const p = prompt.length + 40;
-    const other = (got.at(-1)! + 1) % config.vocabSize;
-    expect(mk.next([other], p, greedy, 0)).toBe(argmax(plain.logits([other], p)));
+
+    // Inside a launch: two tokens claimed, then another token at the third position supersedes the rest of it.
+    const start = prompt.length + 20;
+    const a = mk.next([want[20]!], start, greedy, 0);
+    const b = mk.next([a], start + 1, greedy, 1);
+    expect([a, b]).toEqual([want[21], want[22]]);
+    const other = (b + 1) % config.vocabSize;
+    const c = mk.next([other], start + 2, greedy, 2);
+    expect(c).toBe(argmax(plain.logits([other], start + 2)));
+    // And the steps queued after it still feed on from there.
+    expect(mk.next([c], start + 3, greedy, 3)).toBe(argmax(plain.logits([c], start + 3)));
+    // Rewinding into a launch already read: the cache rows before it are unchanged, so the step is the same.
+    expect(mk.next([c], start + 3, greedy, 3)).toBe(argmax(plain.logits([c], start + 3)));
     mk.dispose();
     plain.dispose();
+  });
+
+  it('refuses steps per launch outside 1–64, and launches that run past the cache', () => {
+    const config = CONFIGS[0]![1];
+    const weights = toCuda(randomWeights(config, 6, 'bf16'));
+    for (const bad of [0, 65, 2.5])
+      expect(() =>
+        createEngine('megakernel', config, weights, { maxContext: 16, megakernelSteps: bad }),
+      ).toThrow(/megakernelSteps/);
+    const mk = createEngine('megakernel', config, weights, { maxContext: 16, megakernelSteps: 64 });
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    // 64 steps per launch, 16 cache rows: each launch is cut to the rows left.
+    let token = mk.next([1, 2, 3], 0, greedy, 0);
+    for (let p = 3; p < 16; p++) token = mk.next([token], p, greedy, p);
+    expect(() => mk.next([token], 16, greedy, 16)).toThrow(QkValueError);
+    mk.dispose();
   });
 
   it('has no swappable modules, refuses shapes it does not serve, and refuses use after dispose', () => {

@@ -1,8 +1,11 @@
 // Megakernel bindings: argument conversion and checks only; the kernel is csrc/megakernel/qwen3_decode.cu. A
 // megakernel instance lives behind an integer handle that owns its launch arguments (every pointer checked once,
 // at creation) and its epoch; JS keeps the tensors alive while the handle lives.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -14,10 +17,42 @@
 namespace qk::binding {
 namespace {
 
+/** Weight copies in flight per block by default. */
+constexpr int64_t kDefaultInflight = 2;
+
+/** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
+constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
+
 struct Instance {
   MegakernelArgs args;
   MegakernelPlan plan;
+  uint64_t* host = nullptr;         // pinned, mapped: what the kernel publishes while it runs (args.host maps it)
+  cudaEvent_t started = nullptr;    // recorded before the last launch: the kernel cannot have begun before it
+  cudaEvent_t finished = nullptr;   // recorded after the last launch
+  uint32_t last_epoch = 0;          // the epoch of the last step launched so far
+  uint32_t launch_epoch = 0;        // the first epoch of the last launch
+  int launch_steps = 0;             // its steps
 };
+
+void release(Instance& inst) {
+  // Teardown: the instance is gone whatever these return.
+  if (inst.started != nullptr) cudaEventDestroy(inst.started);
+  if (inst.finished != nullptr) cudaEventDestroy(inst.finished);
+  if (inst.host != nullptr) cudaFreeHost(inst.host);
+  inst.started = inst.finished = nullptr;
+  inst.host = nullptr;
+}
+
+/** Clears the workspace and the host words once the stream is idle, and restarts the epochs. */
+void restart(Instance& inst, const char* op) {
+  QK_CUDA_TRY(op, cudaStreamSynchronize(stream()));
+  QK_CUDA_TRY(op, cudaMemsetAsync(inst.args.workspace, 0, inst.plan.workspace_bytes, stream()));
+  QK_CUDA_TRY(op, cudaStreamSynchronize(stream()));
+  std::memset(inst.host, 0, kHostWords * sizeof(uint64_t));
+  inst.last_epoch = 0;
+  inst.launch_epoch = 0;
+  inst.launch_steps = 0;
+}
 
 std::mutex instances_mu;
 std::unordered_map<int64_t, Instance> instances;
@@ -34,11 +69,22 @@ MegakernelDims read_dims(const Args& a, size_t first) {
   return d;
 }
 
+/** A non-negative integer from the environment (a development knob), or `fallback` when unset or malformed. */
+int64_t env_count(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  return *end == '\0' && n >= 0 ? n : fallback;
+}
+
 /** The plan for `d`, or nullptr with `why` when the kernel does not serve these sizes on this device. */
 bool plan_for(const Args& a, const MegakernelDims& d, MegakernelPlan* plan, std::string* why) {
   Context::get();
   const char* reason = nullptr;
-  const cudaError_t r = megakernel_plan(d, plan, &reason);
+  // QK_MEGAKERNEL_SLOT_KB: the weight ring's slot size to aim for (a tuning knob, NOTES.md; 0 or unset = default).
+  const size_t slot_bytes = static_cast<size_t>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SLOT_KB", 0), 227)) * 1024;
+  const cudaError_t r = megakernel_plan(d, plan, &reason, slot_bytes);
   if (r == cudaErrorNotSupported || r == cudaErrorInvalidConfiguration) {
     *why = reason != nullptr ? reason : cudaGetErrorString(r);
     return false;
@@ -65,6 +111,8 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("grid", plan.grid);
     o.Set("threads", plan.threads);
     o.Set("sharedBytes", static_cast<double>(plan.smem_bytes));
+    o.Set("slots", plan.slots);
+    o.Set("slotBytes", static_cast<double>(plan.slot_bytes));
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
     return o;
@@ -89,6 +137,11 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     const MegakernelDims& d = r.dims;
     std::string why;
     if (!plan_for(a, d, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
+    r.slots = inst.plan.slots;
+    r.slot_bytes = static_cast<int64_t>(inst.plan.slot_bytes);
+    // Weight copies in flight per block, at most: 2 (NOTES.md, v6: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
+    // it, a tuning knob (0 = as many as the ring has free slots).
+    r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);
     const double eps = a.number(9, "eps");
@@ -144,6 +197,19 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     }
     // The workspace's sync words start at zero (the caller zeroes the tensor; do it here too, on the stream).
     QK_CUDA_TRY("megakernelCreate", cudaMemsetAsync(r.workspace, 0, inst.plan.workspace_bytes, stream()));
+    try {
+      QK_CUDA_TRY("megakernelCreate", cudaHostAlloc(reinterpret_cast<void**>(&inst.host), kHostWords * sizeof(uint64_t),
+                                                    cudaHostAllocMapped | cudaHostAllocPortable));
+      std::memset(inst.host, 0, kHostWords * sizeof(uint64_t));
+      void* mapped = nullptr;
+      QK_CUDA_TRY("megakernelCreate", cudaHostGetDevicePointer(&mapped, inst.host, 0));
+      r.host = static_cast<uint64_t*>(mapped);
+      QK_CUDA_TRY("megakernelCreate", cudaEventCreateWithFlags(&inst.started, cudaEventDisableTiming));
+      QK_CUDA_TRY("megakernelCreate", cudaEventCreateWithFlags(&inst.finished, cudaEventDisableTiming));
+    } catch (...) {
+      release(inst);
+      throw;
+    }
     std::lock_guard<std::mutex> lock(instances_mu);
     const int64_t handle = next_instance++;
     instances[handle] = inst;
@@ -158,31 +224,91 @@ Instance& instance_at(const Args& a, size_t i) {
   return it->second;
 }
 
-// megakernelLaunch(handle): queues one decode step (reads state, writes result, logits, state).
+// megakernelLaunch(handle, steps = 1): queues `steps` greedy decode steps in one launch (reads state; writes the
+// logits of each step in turn, result, state; publishes each step's token to the host as it is made).
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelLaunch", [](const Args& a) -> Napi::Value {
     a.expect_count(1);
+    const int steps = a.count() > 1 ? static_cast<int>(a.int64(1, "steps", 1, kMegakernelMaxSteps)) : 1;
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
-    // The epoch tags this launch's flagged words; 0 is what the zeroed workspace holds, so it is skipped.
-    inst.args.epoch += 1;
-    if (inst.args.epoch == 0) inst.args.epoch = 1;
-    const cudaError_t r = launch_megakernel(inst.args, inst.plan, stream());
-    launched("megakernelLaunch", r);
+    if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
+    // Step s of the launch tags its flagged words with epoch + s. Epochs never repeat between clears of the
+    // workspace; 0 is what the cleared workspace holds, so numbering starts at 1, and it starts again (after a clear)
+    // before it would wrap.
+    if (inst.last_epoch > UINT32_MAX - static_cast<uint32_t>(steps)) restart(inst, "megakernelLaunch");
+    inst.args.epoch = inst.last_epoch + 1;
+    inst.args.steps = steps;
+    QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.started, stream()));
+    launched("megakernelLaunch", launch_megakernel(inst.args, inst.plan, stream()));
+    QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.finished, stream()));
+    inst.last_epoch += static_cast<uint32_t>(steps);
+    inst.launch_epoch = inst.args.epoch;
+    inst.launch_steps = steps;
     return a.env().Undefined();
   });
 }
 
+// megakernelToken(handle, index) → the token of step `index` of the last launch, once the kernel has published it
+// (the host spins on the mapped word; the kernel keeps running), or −code when the launch failed (MegakernelError).
+// Throws when the launch ended without it or nothing arrives within the timeout after the kernel could start.
+Napi::Value MegakernelToken(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelToken", [](const Args& a) -> Napi::Value {
+    a.expect_count(2);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Instance& inst = instance_at(a, 0);
+    if (inst.launch_steps == 0) a.fail("handle", "has no launch to read a token of");
+    const int index = static_cast<int>(a.int64(1, "index", 0, inst.launch_steps - 1));
+    const volatile uint64_t* word = inst.host + 1 + index;
+    const volatile uint64_t* error = inst.host;
+    const uint32_t epoch = inst.launch_epoch + static_cast<uint32_t>(index);
+    auto error_code = [&]() -> int {
+      const uint64_t e = *error;
+      return static_cast<uint32_t>(e >> 32) == inst.launch_epoch ? static_cast<int>(static_cast<uint32_t>(e)) : 0;
+    };
+    using Clock = std::chrono::steady_clock;
+    // Each step is bounded inside the kernel by the wait timeout; this bounds the host's wait the same way, counted
+    // from when the kernel could begin (the stream may first finish earlier work, a long prefill).
+    const auto bound = std::chrono::nanoseconds(inst.args.timeout_ns) * (index + 2);
+    Clock::time_point began{};
+    bool started = false;
+    for (unsigned spin = 0;; spin++) {
+      const uint64_t w = *word;
+      if (static_cast<uint32_t>(w >> 32) == epoch) return Napi::Number::New(a.env(), static_cast<uint32_t>(w));
+      if (const int code = error_code(); code != 0) return Napi::Number::New(a.env(), -code);
+      if ((spin & 255) != 0) continue;
+      const cudaError_t f = cudaEventQuery(inst.finished);
+      if (f == cudaSuccess) {
+        // The kernel is done, and its host writes are visible: read once more.
+        const uint64_t last = *word;
+        if (static_cast<uint32_t>(last >> 32) == epoch) return Napi::Number::New(a.env(), static_cast<uint32_t>(last));
+        if (const int code = error_code(); code != 0) return Napi::Number::New(a.env(), -code);
+        throw CudaError("megakernelToken", cudaErrorUnknown, "the megakernel launch ended without publishing the token");
+      }
+      if (f != cudaErrorNotReady) QK_CUDA_TRY("megakernelToken", f);
+      if (!started) {
+        const cudaError_t s = cudaEventQuery(inst.started);
+        if (s == cudaSuccess) {
+          started = true;
+          began = Clock::now();
+        } else if (s != cudaErrorNotReady) {
+          QK_CUDA_TRY("megakernelToken", s);
+        }
+      } else if (Clock::now() - began > bound) {
+        throw CudaError("megakernelToken", cudaErrorLaunchTimeout,
+                        "waiting for the megakernel's token (the kernel neither published it nor failed in time)");
+      }
+    }
+  });
+}
+
 // megakernelReset(handle): after a launch reported an error, clears the workspace (flagged words, merge counters, the
-// abort flag) and restarts the epoch.
+// abort flag) and the host words, and restarts the epochs.
 Napi::Value MegakernelReset(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelReset", [](const Args& a) -> Napi::Value {
     a.expect_count(1);
     std::lock_guard<std::mutex> lock(instances_mu);
-    Instance& inst = instance_at(a, 0);
-    QK_CUDA_TRY("megakernelReset", cudaStreamSynchronize(stream()));
-    QK_CUDA_TRY("megakernelReset", cudaMemsetAsync(inst.args.workspace, 0, inst.plan.workspace_bytes, stream()));
-    inst.args.epoch = 0;
+    restart(instance_at(a, 0), "megakernelReset");
     return a.env().Undefined();
   });
 }
@@ -192,8 +318,12 @@ Napi::Value MegakernelDestroy(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelDestroy", [](const Args& a) -> Napi::Value {
     a.expect_count(1);
     std::lock_guard<std::mutex> lock(instances_mu);
-    instance_at(a, 0);
+    Instance& inst = instance_at(a, 0);
+    // The kernel may still write the mapped words: wait for it before they are freed.
+    const cudaError_t idle = cudaStreamSynchronize(stream());
+    release(inst);
     instances.erase(a.int64(0, "handle", 1));
+    QK_CUDA_TRY("megakernelDestroy", idle);
     return a.env().Undefined();
   });
 }
@@ -204,6 +334,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelPlan", MegakernelPlanFn);
   define(env, exports, "megakernelCreate", MegakernelCreate);
   define(env, exports, "megakernelLaunch", MegakernelLaunch);
+  define(env, exports, "megakernelToken", MegakernelToken);
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
 }

@@ -36,6 +36,8 @@
 // attention merge does not wait: the last chunk of a head to arrive merges.)
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
@@ -51,8 +53,9 @@ using bf16 = __nv_bfloat16;
 constexpr int kConsumerWarps = 7;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
-constexpr int kSlots = 4;
-constexpr int kSlotBytes = 48 * 1024;
+constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
+constexpr size_t kDefaultSlotBytes = 24 * 1024;  // the default slot size to aim for (NOTES.md, v6: the ring sweep)
+constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
 constexpr int kD = static_cast<int>(kMegakernelHeadDim);
 constexpr int kHalf = kD / 2;
 constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
@@ -64,6 +67,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Sync words at the start of the workspace (u32).
 constexpr int kAbortWord = 0;
 constexpr int kArgmaxCounter = 1;
+constexpr int kTokenWord = 2;           // u64 at byte 8: (epoch << 32) | the token of the step tagged epoch
 constexpr int kMergeCounters = 64;      // [layer][KV head]
 constexpr int kMaxKvHeads = 64;
 constexpr size_t kSyncBytes = 16384;
@@ -138,10 +142,10 @@ __host__ __device__ inline size_t residual_bytes(const MegakernelDims& d) {
 }
 
 constexpr size_t kMiscBytes = 1024;  // mbarriers, reduction scratch, flags
+static_assert(2 * kMaxSlots * 8 + 64 * 4 + 16 <= kMiscBytes);
 
-size_t smem_bytes(const MegakernelDims& d) {
-  return static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d) + residual_bytes(d) + kMiscBytes;
-}
+/** Shared memory besides the ring. */
+size_t fixed_smem_bytes(const MegakernelDims& d) { return union_bytes(d) + residual_bytes(d) + kMiscBytes; }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Device primitives
@@ -267,25 +271,29 @@ struct StageShape {
   int rows_per_unit;  // 1, or 2 for gate/up
 };
 
-__host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit) {
-  return static_cast<int>(kSlotBytes / (k * 2 * rows_per_unit)) & ~1;
+__host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit, int64_t slot_bytes) {
+  return static_cast<int>(slot_bytes / (k * 2 * rows_per_unit)) & ~1;
 }
 
-__device__ __forceinline__ int tile_units(const StageShape& s) { return tile_units_for(s.k, s.rows_per_unit); }
+__device__ __forceinline__ int tile_units(const MegakernelArgs& a, const StageShape& s) {
+  return tile_units_for(s.k, s.rows_per_unit, a.slot_bytes);
+}
 
 /**
  * The block's units of a stage: whole pairs (only the LM head can have an odd count, and then its last block ends
  * on a single row; its outputs are plain logits, not flagged words).
  */
 __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t& u1, int skip = 0) {
-  const int64_t pairs = (units + 1) / 2;
   if (static_cast<int>(blockIdx.x) < skip) {
     u0 = u1 = 0;
     return;
   }
-  const int64_t at = blockIdx.x - skip, n = gridDim.x - skip;
-  u0 = min(units, pairs * at / n * 2);
-  u1 = min(units, pairs * (at + 1) / n * 2);
+  // 32-bit arithmetic (a 64-bit division is a long subroutine on the GPU): the plan caps units at 2^24, so
+  // pairs · (at + 1) < 2^23 · 2^9 fits.
+  const unsigned n_units = static_cast<unsigned>(units), pairs = (n_units + 1) / 2;
+  const unsigned at = blockIdx.x - skip, n = gridDim.x - skip;
+  u0 = min(n_units, pairs * at / n * 2);
+  u1 = min(n_units, pairs * (at + 1) / n * 2);
 }
 
 /**
@@ -293,7 +301,7 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
  * most grid / KV heads chunks.
  */
 __device__ __forceinline__ int attention_chunks(const MegakernelDims& d, int pos) {
-  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
+  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
   return max(1, min((pos + 1 + kMinChunk - 1) / kMinChunk, max_chunks));
 }
 
@@ -331,8 +339,8 @@ __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int l
 /** Shared state of one block. */
 struct Block {
   uint8_t* slots;
-  uint64_t* full;   // [kSlots]
-  uint64_t* empty;  // [kSlots]
+  uint64_t* full;   // [a.slots]
+  uint64_t* empty;  // [a.slots]
   float* red;       // [64] reduction scratch
   int* flag;        // [0] abort seen by this block, [1] merge winner
   bf16* x;          // the stage's input vector (union with the attention scratch)
@@ -343,12 +351,25 @@ struct Block {
   int32_t* result;  // [next token, error code]
   const bf16* embed_row;  // the step's token row: layer 0's residual
   uint64_t timeout_ns;
+  uint64_t* host;         // the host-mapped words (MegakernelArgs::host)
+  unsigned launch_epoch;  // the epoch of the launch's first step: tags its host error word
+  unsigned epoch;         // the epoch of this step: tags the flagged words it writes and waits for
   int attn_skip;          // attention_skip() of this step
 };
 
-/** Records `code` as the launch's error (first writer wins) and raises the abort flag every block polls. */
-__device__ __forceinline__ void fail(unsigned* sync, int32_t* result, MegakernelError code) {
-  atomicCAS(reinterpret_cast<int*>(result + 1), 0, static_cast<int>(code));
+/** A 64-bit store to host-mapped memory, visible to the host while the kernel runs. */
+__device__ __forceinline__ void host_store(uint64_t* p, unsigned long long v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/**
+ * Records `code` as the launch's error (first writer wins; the host sees it in host[0], tagged with the launch's
+ * epoch) and raises the abort flag every block polls.
+ */
+__device__ __forceinline__ void fail(unsigned* sync, int32_t* result, uint64_t* host, unsigned launch_epoch,
+                                     MegakernelError code) {
+  if (atomicCAS(reinterpret_cast<int*>(result + 1), 0, static_cast<int>(code)) == 0)
+    host_store(host, (static_cast<unsigned long long>(launch_epoch) << 32) | static_cast<unsigned>(code));
   atomicExch(sync + kAbortWord, 1u);
 }
 
@@ -361,27 +382,29 @@ __device__ __forceinline__ void fail(unsigned* sync, int32_t* result, Megakernel
  * recorded as the launch's error). Checked every `mask + 1` spins (`i` counts them).
  */
 __device__ __forceinline__ bool spin_must_stop(unsigned i, unsigned mask, uint64_t start, unsigned* sync,
-                                               int32_t* result, uint64_t timeout_ns) {
+                                               int32_t* result, uint64_t* host, unsigned launch_epoch,
+                                               uint64_t timeout_ns) {
   if ((i & mask) != 0) return false;
   if (ld_volatile(sync + kAbortWord) != 0) return true;
   if (now_ns() - start <= timeout_ns) return false;
-  fail(sync, result, MegakernelError::Timeout);
+  fail(sync, result, host, launch_epoch, MegakernelError::Timeout);
   return true;
 }
 
 /** Spins on an mbarrier phase; false on timeout or when another block aborted. */
 __device__ __noinline__ bool mbar_wait_slow(uint64_t* bar, unsigned parity, unsigned* sync, int32_t* result,
-                                            uint64_t timeout_ns) {
+                                            uint64_t* host, unsigned launch_epoch, uint64_t timeout_ns) {
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     if (mbar_try_wait(bar, parity)) return true;
-    if (spin_must_stop(i, 63, start, sync, result, timeout_ns)) return false;
+    if (spin_must_stop(i, 63, start, sync, result, host, launch_epoch, timeout_ns)) return false;
   }
 }
 
 /** Waits for an mbarrier phase; false on timeout or when another block aborted. */
 __device__ __forceinline__ bool mbar_wait(const Block& b, uint64_t* bar, unsigned parity) {
-  return mbar_try_wait(bar, parity) || mbar_wait_slow(bar, parity, b.sync, b.result, b.timeout_ns);
+  return mbar_try_wait(bar, parity) ||
+         mbar_wait_slow(bar, parity, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns);
 }
 
 /**
@@ -389,20 +412,36 @@ __device__ __forceinline__ bool mbar_wait(const Block& b, uint64_t* bar, unsigne
  * last (not ready: the caller checks again).
  */
 __device__ __noinline__ uint4 flag_wait_slow(const void* p, unsigned epoch, unsigned* sync, int32_t* result,
-                                             uint64_t timeout_ns) {
+                                             uint64_t* host, unsigned launch_epoch, uint64_t timeout_ns) {
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     const uint4 v = flag_load(p);
-    if (flag_ready(v, epoch) || spin_must_stop(i, 31, start, sync, result, timeout_ns)) return v;
+    if (flag_ready(v, epoch) || spin_must_stop(i, 31, start, sync, result, host, launch_epoch, timeout_ns)) return v;
   }
 }
 
-/** The flagged words at `p` once they carry this launch's epoch, given a first read `v`; `ok` false on abort. */
+/** The flagged words at `p` once they carry this step's epoch, given a first read `v`; `ok` false on abort. */
 __device__ __forceinline__ uint4 flag_wait(const MegakernelArgs& a, const Block& b, const void* p, uint4 v, bool& ok) {
-  if (flag_ready(v, a.epoch) || (a.debug & 1) != 0) return v;
-  v = flag_wait_slow(p, a.epoch, b.sync, b.result, b.timeout_ns);
-  ok = ok && flag_ready(v, a.epoch);
+  if (flag_ready(v, b.epoch) || (a.debug & 1) != 0) return v;
+  v = flag_wait_slow(p, b.epoch, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns);
+  ok = ok && flag_ready(v, b.epoch);
   return v;
+}
+
+/**
+ * The token of the step tagged `epoch` (the previous step of this launch), once the block that reduced its argmax
+ * has published it; -1 on timeout or abort.
+ */
+__device__ __noinline__ int token_wait(unsigned* sync, int32_t* result, uint64_t* host, unsigned launch_epoch,
+                                       unsigned epoch, uint64_t timeout_ns) {
+  const unsigned long long* p = reinterpret_cast<const unsigned long long*>(sync + kTokenWord);
+  const uint64_t start = now_ns();
+  for (unsigned i = 1;; i++) {
+    unsigned long long w;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+    if (static_cast<unsigned>(w >> 32) == epoch) return static_cast<int>(static_cast<unsigned>(w));
+    if (spin_must_stop(i, 31, start, sync, result, host, launch_epoch, timeout_ns)) return -1;
+  }
 }
 
 /** Whether every consumer thread of the block is still fine (`ok` is this thread's view); a consumer barrier. */
@@ -569,7 +608,7 @@ struct TileCursor {
     int64_t u0;
     stage_range(s.units, u0, u1, lm ? 0 : stage_skip(stage, attn_skip));
     t0 = u0;
-    per = tile_units(s);
+    per = tile_units(a, s);
   }
   /** Moves to the first tile at or after the current position (skipping stages this block has no rows of). */
   __device__ void settle(const MegakernelArgs& a) {
@@ -597,25 +636,35 @@ struct TileCursor {
   __device__ int64_t units() const { return (u1 - t0) < per ? (u1 - t0) : per; }
 };
 
-__device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b) {
+__device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b, int pos0) {
   // (Asking L2 for tiles beyond the ring, or capping the copies in flight below the ring's four, were both measured
-  // slower: see NOTES.md.)
-  TileCursor cur;
-  cur.attn_skip = b.attn_skip;
-  cur.start(a);
-  for (unsigned seq = 0; !cur.done; seq++, cur.next(a)) {
-    const int slot = static_cast<int>(seq % kSlots);
-    const unsigned round = seq / kSlots;
-    if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return;
-    // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
-    // before the TMA's writes (async proxy).
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    const unsigned bytes = static_cast<unsigned>(cur.units() * cur.s.k * 2);
-    mbar_expect_tx(&b.full[slot], bytes * cur.s.rows_per_unit);
-    uint8_t* dst = b.slots + static_cast<size_t>(slot) * kSlotBytes;
-    bulk_copy(dst, cur.s.w + cur.t0 * cur.s.k, bytes, &b.full[slot]);
-    if (cur.s.rows_per_unit == 2)
-      bulk_copy(dst + bytes, cur.s.w + (cur.t0 + cur.s.up_offset) * cur.s.k, bytes, &b.full[slot]);
+  // slower: see NOTES.md.) Weights do not depend on the token, so the ring runs on into the next step's first layer
+  // while this step's LM head and argmax finish.
+  unsigned seq = 0;
+  for (int step = 0; step < a.steps; step++) {
+    TileCursor cur;
+    cur.attn_skip = attention_skip(a.dims, pos0 + step);
+    cur.start(a);
+    for (; !cur.done; seq++, cur.next(a)) {
+      const int slot = static_cast<int>(seq % a.slots);
+      const unsigned round = seq / a.slots;
+      if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return;
+      // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
+      // been refilled since: that needs this copy's slot round to come first).
+      if (a.inflight > 0 && seq >= static_cast<unsigned>(a.inflight)) {
+        const unsigned back = seq - a.inflight;
+        if (!mbar_wait(b, &b.full[back % a.slots], (back / a.slots) & 1)) return;
+      }
+      // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
+      // before the TMA's writes (async proxy).
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      const unsigned bytes = static_cast<unsigned>(cur.units() * cur.s.k * 2);
+      mbar_expect_tx(&b.full[slot], bytes * cur.s.rows_per_unit);
+      uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
+      bulk_copy(dst, cur.s.w + cur.t0 * cur.s.k, bytes, &b.full[slot]);
+      if (cur.s.rows_per_unit == 2)
+        bulk_copy(dst + bytes, cur.s.w + (cur.t0 + cur.s.up_offset) * cur.s.k, bytes, &b.full[slot]);
+    }
   }
 }
 
@@ -656,18 +705,18 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   void* out = stage_output(a, lay, layer, stage);
   int64_t u0, u1;
   stage_range(s.units, u0, u1, layer < 0 ? 0 : stage_skip(stage, b.attn_skip));
-  const int per = tile_units(s);
+  const int per = tile_units(a, s);
   const int64_t k = s.k;
   if (first_event >= 0 && u0 >= u1) stamp(a, first_event);
   for (int64_t t0 = u0; t0 < u1; t0 += per, seq++) {
     const int n = static_cast<int>((u1 - t0) < per ? (u1 - t0) : per);
-    const int slot = static_cast<int>(seq % kSlots);
-    if (!mbar_wait(b, &b.full[slot], (seq / kSlots) & 1)) return false;
+    const int slot = static_cast<int>(seq % a.slots);
+    if (!mbar_wait(b, &b.full[slot], (seq / a.slots) & 1)) return false;
     if (first_event >= 0 && t0 == u0) stamp(a, first_event);
-    const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * kSlotBytes);
+    const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * a.slot_bytes);
     // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
     // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile.
-    const int first = static_cast<int>(((warp - (t0 - u0) / 2) % kConsumerWarps + kConsumerWarps) % kConsumerWarps);
+    const int first = (warp + kConsumerWarps - static_cast<int>(((t0 - u0) / 2) % kConsumerWarps)) % kConsumerWarps;
     for (int r = 2 * first; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
       const bf16* row = tile + static_cast<int64_t>(r) * k;
       const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
@@ -692,13 +741,13 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         const int64_t u = t0 + r;
         if constexpr (kGateUp) {
           const float s0 = acc0 / (1.f + __expf(-acc0)), s1 = acc1 / (1.f + __expf(-acc1));
-          flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), a.epoch);
+          flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), b.epoch);
         } else if (stage == kQkv) {
-          flag_store(out, u / 2, pack_bf2(acc0, acc1), a.epoch);
+          flag_store(out, u / 2, pack_bf2(acc0, acc1), b.epoch);
         } else if (stage == kO || stage == kDown) {
           const float r0 = round_bf(acc0) + bf(b.res[u]);
           const float r1 = round_bf(acc1) + bf(b.res[u + 1]);
-          flag_store(out, u / 2, pack_bf2(r0, r1), a.epoch);
+          flag_store(out, u / 2, pack_bf2(r0, r1), b.epoch);
         } else {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
           bf16* logits = static_cast<bf16*>(a.logits);
           const float v0 = round_bf(acc0), v1 = round_bf(acc1);
@@ -740,7 +789,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const MegakernelLayer& L = a.layers[layer];
   uint8_t* ws = static_cast<uint8_t*>(a.workspace);
-  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
+  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
   const void* qkv = stage_output(a, lay, layer, kQkv);
   bf16* kc = static_cast<bf16*>(L.k_cache);
   bf16* vc = static_cast<bf16*>(L.v_cache);
@@ -950,7 +999,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       lh = fmaf(f, wml[(w * kMaxG + oh) * 2 + 1], lh);
     }
     if (chunks == 1) {
-      flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), a.epoch);
+      flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
     } else {
       *reinterpret_cast<float2*>(part_acc + c * O + o) = make_float2(t0, t1);
       if (od == 0) *reinterpret_cast<float2*>(part_ml + (c * G + oh) * 2) = make_float2(mh, lh);
@@ -982,46 +1031,104 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       n1 = fmaf(w, pa.y, n1);
       den = fmaf(w, __ldcg(part_ml + (q * G + oh) * 2 + 1), den);
     }
-    flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), a.epoch);
+    flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
   return true;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * One step's argmax: the block's best over its LM-head rows, then an arrival; the last block to arrive reduces the
+ * blocks' bests and publishes the token (to the other blocks for the next step, and to the host). This thread's
+ * verdict (false: no finite logit, the launch aborts); the caller combines them with block_ok.
+ */
+__device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block& b, const Layout& lay, Best best,
+                                            int step, int pos) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
+  float* bv = b.red;
+  int* bi = reinterpret_cast<int*>(b.red + kConsumerWarps);
+  consumer_sync();  // red was last used by the final norm's reduction
+  if (lane == 0) {
+    bv[warp] = best.v;
+    bi[warp] = best.i;
+  }
+  consumer_sync();
+  if (threadIdx.x != 0) return true;
+  Best blk{-INFINITY, INT32_MAX};
+  for (int w = 0; w < kConsumerWarps; w++)
+    if (better(bv[w], bi[w], blk)) blk = {bv[w], bi[w]};
+  float* arg_v = reinterpret_cast<float*>(ws + lay.arg);
+  int* arg_i = reinterpret_cast<int*>(arg_v + gridDim.x);
+  arg_v[blockIdx.x] = blk.v;
+  arg_i[blockIdx.x] = blk.i;
+  __threadfence();
+  const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
+  if (arrived != gridDim.x - 1) return true;
+  atomicExch(b.sync + kArgmaxCounter, 0u);
+  __threadfence();
+  Best all{-INFINITY, INT32_MAX};
+  for (unsigned q = 0; q < gridDim.x; q++) {
+    const float v = __ldcg(arg_v + q);
+    const int i = __ldcg(arg_i + q);
+    if (better(v, i, all)) all = {v, i};
+  }
+  if (all.i == INT32_MAX) {
+    fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
+    return false;
+  }
+  stamp(a, static_cast<int>(a.dims.layers) * kMegakernelTraceEventsPerLayer + 2);
+  const unsigned long long tagged = (static_cast<unsigned long long>(b.epoch) << 32) | static_cast<unsigned>(all.i);
+  host_store(b.host + 1 + step, tagged);
+  if (step + 1 < a.steps) {
+    // The other blocks wait for this word before the next step's embedding row: everything they read of this step
+    // (the cache rows, the flagged words) was written before their arrivals above.
+    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(b.sync + kTokenWord), "l"(tagged) : "memory");
+  } else {
+    a.result[0] = all.i;
+    a.state[0] = all.i;
+    a.state[1] = pos + 1;
+  }
+  return true;
+}
+
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
   Block b;
   b.slots = smem;
-  b.x = reinterpret_cast<bf16*>(smem + static_cast<size_t>(kSlots) * kSlotBytes);
+  const size_t ring = static_cast<size_t>(a.slots) * a.slot_bytes;
+  b.x = reinterpret_cast<bf16*>(smem + ring);
   b.scratch = reinterpret_cast<float*>(b.x);
   b.qkv_in = reinterpret_cast<bf16*>(b.scratch + kAttnScratchFloats);
-  b.res = reinterpret_cast<bf16*>(smem + static_cast<size_t>(kSlots) * kSlotBytes + union_bytes(d));
+  b.res = reinterpret_cast<bf16*>(smem + ring + union_bytes(d));
   uint8_t* misc = reinterpret_cast<uint8_t*>(b.res) + residual_bytes(d);
   b.full = reinterpret_cast<uint64_t*>(misc);
-  b.empty = b.full + kSlots;
-  b.red = reinterpret_cast<float*>(b.empty + kSlots);
+  b.empty = b.full + kMaxSlots;
+  b.red = reinterpret_cast<float*>(b.empty + kMaxSlots);
   b.flag = reinterpret_cast<int*>(b.red + kMaxG * kConsumerWarps);
   b.sync = static_cast<unsigned*>(a.workspace);
   b.result = a.result;
   b.timeout_ns = a.timeout_ns;
+  b.host = a.host;
+  b.launch_epoch = a.epoch;
+  b.epoch = a.epoch;
 
-  const int token = a.state[0];
-  const int pos = a.state[1];
-  b.embed_row = static_cast<const bf16*>(a.embed) + static_cast<int64_t>(token) * d.hidden;
-  b.attn_skip = attention_skip(d, pos);
+  const int token0 = a.state[0];
+  const int pos0 = a.state[1];
   // Cleared before any block can fail: failures only come from waits that outlast timeout_ns.
   if (blockIdx.x == 0 && threadIdx.x == 0) a.result[1] = 0;
-  if (pos < 0 || pos >= a.max_context || token < 0 || token >= d.vocab) {
+  if (pos0 < 0 || static_cast<int64_t>(pos0) + a.steps > a.max_context || token0 < 0 || token0 >= d.vocab) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-      a.result[1] = static_cast<int>(pos < 0 || pos >= a.max_context ? MegakernelError::BadPosition
-                                                                       : MegakernelError::BadToken);
+      fail(b.sync, b.result, b.host, b.launch_epoch,
+           pos0 < 0 || static_cast<int64_t>(pos0) + a.steps > a.max_context ? MegakernelError::BadPosition
+                                                                            : MegakernelError::BadToken);
     }
     return;  // every block reads the same state: all return
   }
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kSlots; i++) {
+    for (int i = 0; i < a.slots; i++) {
       mbar_init(&b.full[i], 1);
       mbar_init(&b.empty[i], kConsumers);
     }
@@ -1032,123 +1139,111 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   __syncthreads();
 
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers) produce(a, b);
+    if (threadIdx.x == kConsumers) produce(a, b, pos0);
     return;
   }
 
-  const int max_chunks = static_cast<int>(gridDim.x / d.kv_heads);
+  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
   const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
-  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   unsigned seq = 0;
-  Best best{-INFINITY, INT32_MAX};
-  const int len = pos + 1;
-  const int chunks = attention_chunks(d, pos);
-  const int chunk_len = (len + chunks - 1) / chunks;
-
-  // This block's attention work item, if any (at most one: items ≤ grid).
-  const int item = blockIdx.x < d.kv_heads * chunks && (a.debug & 2) == 0 ? static_cast<int>(blockIdx.x) : -1;
-  const int item_g = item < 0 ? 0 : item / chunks, item_c = item < 0 ? 0 : item % chunks;
-  const int item_p0 = item_c * chunk_len;
-  const int item_p1 = max(item_p0, min(len, item_p0 + chunk_len));
-  for (int layer = 0; layer < d.layers; layer++) {
-    const MegakernelLayer& L = a.layers[layer];
-    const int ev = layer * kMegakernelTraceEventsPerLayer;
-    stamp(a, ev);
-    // The cached rows this block's attention will read do not depend on this step: start them towards L2 now.
-    if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
-    // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
-    // input nor the residual here: the gate/up stage reads the residual again)
-    if (!(static_cast<int>(blockIdx.x) < b.attn_skip)) {
-      const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
-      if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
-    }
-    stamp(a, ev + 1);
-    if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, ev + 2)) return;
-    stamp(a, ev + 3);
-    // 2. Attention
-    if (item >= 0) {
-      bool ok = false;
-      switch (d.q_heads / d.kv_heads) {  // the plan admits groups of 1 to 4
-        case 1: ok = attend<1>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-        case 2: ok = attend<2>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-        case 3: ok = attend<3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-        default: ok = attend<4>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+  int token = token0;
+  for (int step = 0; step < a.steps; step++) {
+    const int pos = pos0 + step;
+    b.epoch = a.epoch + static_cast<unsigned>(step);
+    b.attn_skip = attention_skip(d, pos);
+    if (step > 0) {
+      // The previous step's token, for this step's embedding row. Every block waits for it, also those that do
+      // not read the row: it is published after every block's arrival, so once it is seen (and fenced), everything
+      // the previous step wrote (the new cache rows above all) is visible here.
+      if (threadIdx.x == 0) {
+        const int t = token_wait(b.sync, b.result, b.host, b.launch_epoch, b.epoch - 1, b.timeout_ns);
+        __threadfence();
+        b.flag[2] = t;
+        if (t < 0 || t >= d.vocab) b.flag[0] = 1;
       }
-      if (!ok) return;
-    } else {
-      stamp(a, ev + 4);
-      stamp(a, ev + 5);
-      stamp(a, ev + 6);
+      consumer_sync();
+      if (b.flag[0] != 0) return;
+      token = b.flag[2];
     }
-    stamp(a, ev + 7);
-    // 3. O projection + residual
-    if (!stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD)) return;
-    stamp(a, ev + 8);
-    if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, ev + 9)) return;
-    stamp(a, ev + 10);
-    // 4. RMSNorm + gate/up + SwiGLU
-    if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
-                          a.eps))
-      return;
-    stamp(a, ev + 11);
-    if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, ev + 12)) return;
-    stamp(a, ev + 13);
-    // 5. Down projection + residual
-    if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
-    stamp(a, ev + 14);
-    if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, ev + 15)) return;
-    stamp(a, ev + 16);
-  }
+    b.embed_row = static_cast<const bf16*>(a.embed) + static_cast<int64_t>(token) * d.hidden;
+    Best best{-INFINITY, INT32_MAX};
+    const int len = pos + 1;
+    const int chunks = attention_chunks(d, pos);
+    const int chunk_len = (len + chunks - 1) / chunks;
 
-  // Final norm, LM head, argmax.
-  const int ev_end = static_cast<int>(d.layers) * kMegakernelTraceEventsPerLayer;
-  if (!stage_norm_input(a, b, stage_output(a, lay, static_cast<int>(d.layers) - 1, kDown),
-                        static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
-    return;
-  stamp(a, ev_end);
-  if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, -1)) return;
-  stamp(a, ev_end + 1);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float* bv = b.red;
-  int* bi = reinterpret_cast<int*>(b.red + kConsumerWarps);
-  consumer_sync();  // red was last used by the final norm's reduction
-  if (lane == 0) {
-    bv[warp] = best.v;
-    bi[warp] = best.i;
+    // This block's attention work item, if any (at most one: items ≤ grid).
+    const int item = blockIdx.x < d.kv_heads * chunks && (a.debug & 2) == 0 ? static_cast<int>(blockIdx.x) : -1;
+    const int item_g = item < 0 ? 0 : item / chunks, item_c = item < 0 ? 0 : item % chunks;
+    const int item_p0 = item_c * chunk_len;
+    const int item_p1 = max(item_p0, min(len, item_p0 + chunk_len));
+    for (int layer = 0; layer < d.layers; layer++) {
+      const MegakernelLayer& L = a.layers[layer];
+      const int ev = layer * kMegakernelTraceEventsPerLayer;
+      stamp(a, ev);
+      // The cached rows this block's attention will read do not depend on this step: start them towards L2 now.
+      if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
+      // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
+      // input nor the residual here: the gate/up stage reads the residual again)
+      if (!(static_cast<int>(blockIdx.x) < b.attn_skip)) {
+        const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
+        if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
+      }
+      stamp(a, ev + 1);
+      if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, ev + 2)) return;
+      stamp(a, ev + 3);
+      // 2. Attention
+      if (item >= 0) {
+        bool ok = false;
+        switch (static_cast<int>(d.q_heads) / static_cast<int>(d.kv_heads)) {  // the plan admits groups of 1 to 4
+          case 1: ok = attend<1>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+          case 2: ok = attend<2>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+          case 3: ok = attend<3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+          default: ok = attend<4>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
+        }
+        if (!ok) return;
+      } else {
+        stamp(a, ev + 4);
+        stamp(a, ev + 5);
+        stamp(a, ev + 6);
+      }
+      stamp(a, ev + 7);
+      // 3. O projection + residual (a block without O rows does not need the attention output)
+      if (!(static_cast<int>(blockIdx.x) < b.attn_skip) &&
+          !stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD))
+        return;
+      stamp(a, ev + 8);
+      if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, ev + 9)) return;
+      stamp(a, ev + 10);
+      // 4. RMSNorm + gate/up + SwiGLU
+      if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
+                            a.eps))
+        return;
+      stamp(a, ev + 11);
+      if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, ev + 12)) return;
+      stamp(a, ev + 13);
+      // 5. Down projection + residual
+      if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
+      stamp(a, ev + 14);
+      if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, ev + 15)) return;
+      stamp(a, ev + 16);
+    }
+
+    // Final norm, LM head, argmax.
+    const int ev_end = static_cast<int>(d.layers) * kMegakernelTraceEventsPerLayer;
+    if (!stage_norm_input(a, b, stage_output(a, lay, static_cast<int>(d.layers) - 1, kDown),
+                          static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
+      return;
+    stamp(a, ev_end);
+    if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, -1)) return;
+    stamp(a, ev_end + 1);
+    const bool ok = step_argmax(a, b, lay, best, step, pos);
+    if (step + 1 < a.steps && !block_ok(b, ok)) return;
   }
-  consumer_sync();
-  if (threadIdx.x != 0) return;
-  Best blk{-INFINITY, INT32_MAX};
-  for (int w = 0; w < kConsumerWarps; w++)
-    if (better(bv[w], bi[w], blk)) blk = {bv[w], bi[w]};
-  float* arg_v = reinterpret_cast<float*>(ws + lay.arg);
-  int* arg_i = reinterpret_cast<int*>(arg_v + gridDim.x);
-  arg_v[blockIdx.x] = blk.v;
-  arg_i[blockIdx.x] = blk.i;
-  __threadfence();
-  const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
-  if (arrived != gridDim.x - 1) return;
-  atomicExch(b.sync + kArgmaxCounter, 0u);
-  __threadfence();
-  Best all{-INFINITY, INT32_MAX};
-  for (unsigned q = 0; q < gridDim.x; q++) {
-    const float v = __ldcg(arg_v + q);
-    const int i = __ldcg(arg_i + q);
-    if (better(v, i, all)) all = {v, i};
-  }
-  if (all.i == INT32_MAX) {
-    a.result[1] = static_cast<int>(MegakernelError::NonFinite);
-    return;
-  }
-  stamp(a, ev_end + 2);
-  a.result[0] = all.i;
-  a.state[0] = all.i;
-  a.state[1] = pos + 1;
 }
 
 }  // namespace
 
-cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const char** why) {
+cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const char** why, size_t slot_bytes) {
   *why = nullptr;
   auto refuse = [&](const char* reason) {
     *why = reason;
@@ -1162,13 +1257,20 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
     return refuse("more than 4 query heads per KV head (Qwen3-14B and larger) are not served");
   if (d.kv_heads > kMaxKvHeads) return refuse("too many KV heads");
   if (d.hidden % 8 != 0 || d.ffn % 8 != 0) return refuse("hidden and FFN sizes must be multiples of 8");
-  // Tiles hold whole pairs of outputs: two rows (two gate and two up rows for gate/up) must fit one 48 KB slot.
-  if (tile_units_for(d.hidden, 2) < 2 || tile_units_for(d.ffn, 1) < 2 || tile_units_for(d.q_heads * kD, 1) < 2)
-    return refuse("a pair of weight rows is wider than a 48 KB shared-memory tile");
-  if (d.vocab > INT32_MAX - 1) return refuse("the vocabulary is too large");
+  if (d.vocab > (1 << 24)) return refuse("a vocabulary of more than 2^24 ids is not served");
+  if (d.hidden > (1 << 20) || d.ffn > (1 << 20)) return refuse("hidden and FFN sizes above 2^20 are not served");
+  // Ring slots: the requested size (KB multiples), at least the widest tile of one pair of outputs (two rows; two
+  // gate and two up rows for gate/up), and as many as fit beside the rest of shared memory.
+  const int64_t widest = std::max({4 * d.hidden * 2, 2 * d.ffn * 2, 2 * d.q_heads * kD * 2});
+  size_t slot = slot_bytes == 0 ? kDefaultSlotBytes : slot_bytes;
+  slot = std::max(slot, static_cast<size_t>(widest));
+  slot = align_up(slot, 1024);
+  const size_t fixed = fixed_smem_bytes(d);
+  const size_t slots = fixed < kSmemLimit ? std::min<size_t>(kMaxSlots, (kSmemLimit - fixed) / slot) : 0;
+  if (slots < 2) return refuse("a pair of weight rows is too wide for two shared-memory ring slots");
+  const size_t smem = slots * slot + fixed;
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
-  const size_t smem = smem_bytes(d);
   QK_RETURN_IF_ERROR(
       cudaFuncSetAttribute(qwen3_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int per_sm = 0;
@@ -1180,6 +1282,8 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->grid = sms;
   plan->threads = kThreads;
   plan->smem_bytes = smem;
+  plan->slots = static_cast<int>(slots);
+  plan->slot_bytes = slot;
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;
@@ -1187,6 +1291,9 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
 }
 
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream) {
+  if (args.slots != plan.slots || args.slot_bytes != static_cast<int64_t>(plan.slot_bytes) || args.steps < 1 ||
+      args.steps > kMegakernelMaxSteps || args.inflight < 0)
+    return cudaErrorInvalidValue;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(plan.grid);
   config.blockDim = dim3(plan.threads);

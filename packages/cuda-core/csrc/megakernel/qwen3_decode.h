@@ -15,6 +15,8 @@ constexpr int64_t kMegakernelHeadDim = 128;
 constexpr int kMegakernelMaxLayers = 40;
 /** Query heads per KV head (GQA group) the attention stage serves: Qwen3-0.6B/1.7B have 2, 4B/8B have 4. */
 constexpr int64_t kMegakernelMaxGroup = 4;
+/** Greedy decode steps one launch may run (each step's token feeds the next one on the device). */
+constexpr int kMegakernelMaxSteps = 64;
 
 /** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
 struct MegakernelLayer {
@@ -45,6 +47,8 @@ struct MegakernelPlan {
   int grid = 0;           // persistent blocks: one per SM, all resident
   int threads = 0;        // consumer warps + one producer warp
   size_t smem_bytes = 0;  // dynamic shared memory per block
+  int slots = 0;          // weight ring: slots of slot_bytes each
+  size_t slot_bytes = 0;
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
 };
@@ -57,14 +61,22 @@ struct MegakernelArgs {
   const void* final_norm = nullptr;  // [hidden]
   const void* lm_head = nullptr;     // [vocab, hidden] (the embedding when tied)
   const float* inv_freq = nullptr;   // [64] RoPE inverse frequencies
-  int32_t* state = nullptr;          // [token id, position]: read at the start; the step leaves [next, position + 1]
-  int32_t* result = nullptr;         // [next token, error code] (MegakernelError)
+  int32_t* state = nullptr;          // [token id, position]: read at the start; a launch of n steps leaves
+                                     // [its last token, position + n]
+  int32_t* result = nullptr;         // [last token, error code] (MegakernelError)
+  // Host-mapped words the host polls while the launch runs: [0] = (epoch << 32) | error code of a failed launch,
+  // [1 + s] = (epoch + s) << 32 | the token of step s, written the moment the step's argmax is known.
+  uint64_t* host = nullptr;
+  int steps = 1;                     // greedy steps of this launch, 1…kMegakernelMaxSteps
+  int slots = 0;                     // the plan's ring (MegakernelPlan::slots, slot_bytes)
+  int64_t slot_bytes = 0;
+  int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
   int64_t vocab_limit = 0;           // argmax over ids below this
   float eps = 1e-6f;
-  uint32_t epoch = 0;                // launches so far including this one, never 0: tags this launch's flagged words
+  uint32_t epoch = 0;                // tags step 0's flagged words; step s uses epoch + s (never 0: the host skips it)
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
   uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG, wrong outputs): 1 = no waits for flagged
                                      // words, 2 = no attention, 4 = no GEMV math, 8 = no input gathers
@@ -93,11 +105,12 @@ enum class MegakernelError : int32_t {
 /**
  * The launch shape for `dims` on the current device, or an error: cudaErrorNotSupported when the sizes are not a
  * dense Qwen3 shape the kernel serves (`why` says which), cudaErrorInvalidConfiguration when one block per SM
- * cannot be resident with the shared memory the kernel needs.
+ * cannot be resident with the shared memory the kernel needs. `slot_bytes`: the weight ring's slot size to aim for
+ * (0: the default, 24 KB); it is raised to hold a pair of the widest rows.
  */
-cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, const char** why);
+cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, const char** why, size_t slot_bytes = 0);
 
-/** Queues one decode step. `plan` must come from megakernel_plan for the same dims. */
+/** Queues one launch of `args.steps` greedy decode steps. `plan` must come from megakernel_plan for the same dims. */
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream);
 
 }  // namespace qk

@@ -36,6 +36,9 @@ export type MegakernelPlan =
       readonly threads: number;
       /** Dynamic shared memory per block. */
       readonly sharedBytes: number;
+      /** The weight ring in shared memory: slots of `slotBytes` each. */
+      readonly slots: number;
+      readonly slotBytes: number;
       readonly workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       readonly maxChunks: number;
@@ -140,8 +143,10 @@ function defaultTimeoutMs(): number {
 }
 
 /**
- * A megakernel instance: `step(token, position)` queues one decode step; `result()` waits for it and returns the
- * argmax token; `logits` holds the step's logits. The tensors of the spec must stay alive until `dispose()`.
+ * A megakernel instance: `launch(token, position, steps)` queues greedy decode steps in one kernel launch and
+ * `token(i)` waits for step i's argmax token, which the kernel publishes while it goes on; `step` / `result` are
+ * the one-step form. `logits` holds the last step's logits. The tensors of the spec must stay alive until
+ * `dispose()`.
  */
 export class Qwen3Megakernel {
   readonly plan: Extract<MegakernelPlan, { supported: true }>;
@@ -155,8 +160,8 @@ export class Qwen3Megakernel {
   readonly #vocab: number;
   /** The state the last step left on the device (its token and position + 1), when known. */
   #expected: { token: number; position: number } | null = null;
-  /** The position of the step queued last. */
-  #pendingPosition = -1;
+  /** The last launch: its first position and its steps (null before the first, or after a failure). */
+  #launched: { position: number; steps: number } | null = null;
   readonly #trace: Tensor<'u8'> | null;
   readonly #traceLayers: number;
   /**
@@ -283,48 +288,93 @@ export class Qwen3Megakernel {
     return this.#handle;
   }
 
+  /** Greedy steps one launch may run. */
+  static readonly MAX_STEPS = 64;
+
+  /** Greedy steps one launch of this instance may run: 1 when it records a trace, else {@link MAX_STEPS}. */
+  get maxSteps(): number {
+    return this.#trace !== null ? 1 : Qwen3Megakernel.MAX_STEPS;
+  }
+
   /**
    * Queues one decode step of `token` at `position` (its key and value land in cache row `position`; attention
-   * covers rows 0…position). Uploads the state only when it differs from what the previous step left.
+   * covers rows 0…position). Uploads the state only when it differs from what the previous launch left.
    */
   step(token: number, position: number): void {
-    const op = 'Qwen3Megakernel.step';
-    const h = this.#live('step');
+    this.launch(token, position, 1);
+  }
+
+  /**
+   * Queues `steps` greedy decode steps in one launch, from `token` at `position`: each step's argmax token is the
+   * next step's input, on the device, and each is published to the host the moment it is made ({@link token}).
+   * The cache rows position … position + steps − 1 are written; `logits` ends with the last step's. An instance
+   * that records a trace runs one step per launch.
+   */
+  launch(token: number, position: number, steps: number): void {
+    const op = 'Qwen3Megakernel.launch';
+    const h = this.#live('launch');
     if (!Number.isSafeInteger(token) || token < 0 || token >= this.#vocab) {
       throw new QkValueError(op, 'token', `must be an integer id in [0, ${this.#vocab}), got ${token}.`);
     }
     if (!Number.isSafeInteger(position) || position < 0 || position >= this.#maxContext) {
       throw new QkValueError(op, 'position', `must lie in [0, ${this.#maxContext}), got ${position}.`);
     }
+    const most = this.maxSteps;
+    if (!Number.isSafeInteger(steps) || steps < 1 || steps > most) {
+      throw new QkValueError(op, 'steps', `must be an integer in [1, ${most}], got ${steps}.`);
+    }
+    if (position + steps > this.#maxContext) {
+      throw new QkValueError(
+        op,
+        'steps',
+        `${steps} steps from position ${position} run past the KV cache (${this.#maxContext} rows).`,
+      );
+    }
     const e = this.#expected;
     if (e === null || e.token !== token || e.position !== position) {
       this.#state.copyFrom(Tensor.fromStorage(Int32Array.of(token, position), [2], 'i32'));
     }
     this.#expected = null;
-    nativeCall(op, () => cudaBinding(op).megakernelLaunch(h));
-    this.#pendingPosition = position;
+    this.#launched = null;
+    nativeCall(op, () => cudaBinding(op).megakernelLaunch(h, steps));
+    this.#launched = { position, steps };
   }
 
   /**
-   * Waits for the last step and returns its argmax token. A step that failed inside the kernel (a timed-out wait,
-   * non-finite logits) throws `QkCudaError` after the instance is reset, so the next step can run.
+   * Waits until step `index` of the last launch has made its token and returns it (the launch's later steps keep
+   * running). A launch that failed inside the kernel (a timed-out wait, non-finite logits) throws `QkCudaError`
+   * after the instance is reset, so the next launch can run.
    */
-  result(): number {
-    const op = 'Qwen3Megakernel.result';
-    const h = this.#live('result');
-    const [token, error] = this.#result.to('cpu').data as Int32Array;
-    if (error !== 0) {
+  token(index: number): number {
+    const op = 'Qwen3Megakernel.token';
+    const h = this.#live('token');
+    const launched = this.#launched;
+    if (launched === null) throw new QkValueError(op, 'index', 'there is no launch to read a token of.');
+    if (!Number.isSafeInteger(index) || index < 0 || index >= launched.steps) {
+      throw new QkValueError(op, 'index', `must be an integer in [0, ${launched.steps}), got ${index}.`);
+    }
+    const got = nativeCall(op, () => cudaBinding(op).megakernelToken(h, index));
+    if (got < 0) {
       this.#expected = null;
+      this.#launched = null;
       nativeCall(op, () => cudaBinding(op).megakernelReset(h));
       throw new QkCudaError(
         op,
         'megakernel',
-        `the decode step failed: ${ERRORS[error!] ?? `error code ${error}`}.`,
+        `the decode step failed: ${ERRORS[-got] ?? `error code ${-got}`}.`,
       );
     }
-    this.#expected = { token: token!, position: this.#pendingPosition + 1 };
-    if (this.#trace !== null) this.#accumulateTrace();
-    return token!;
+    if (index === launched.steps - 1) {
+      this.#expected = { token: got, position: launched.position + launched.steps };
+      if (this.#trace !== null) this.#accumulateTrace();
+    }
+    return got;
+  }
+
+  /** Waits for the last step of the last launch and returns its argmax token (see {@link token}). */
+  result(): number {
+    const launched = this.#launched;
+    return this.token(launched === null ? 0 : launched.steps - 1);
   }
 
   #accumulateTrace(): void {

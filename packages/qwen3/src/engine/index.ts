@@ -24,6 +24,11 @@ export interface EngineOptions {
   readonly maxContext: number;
   /** Only ids below this are generated (default: the whole vocabulary); pass the tokenizer's `vocabSize`. */
   readonly vocabLimit?: number;
+  /**
+   * `megakernel` only: greedy decode steps per kernel launch, 1–64 (default 4, or QK_MEGAKERNEL_STEPS). Tokens
+   * still reach the caller one at a time, as the kernel makes them.
+   */
+  readonly megakernelSteps?: number;
 }
 
 /** Where an engine wants its weights, and in which dtype unless the caller asks for another. */

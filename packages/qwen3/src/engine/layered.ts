@@ -10,19 +10,22 @@
  * is captured per bucket reached, on first use (measured on an H100, Qwen3-0.6B at position 128: 1,056 µs per
  * step attending over a 4,353-row cache, 1,024 µs over a 256-row bucket).
  *
- * Greedy decoding runs one step ahead (both the layered graph and the megakernel): once `next()` has read a step's
- * token, it launches the step that feeds that token back at the next position, and returns. The caller's own work
+ * Greedy decoding runs ahead (both the layered graph and the megakernel): once `next()` has read the last token
+ * queued, it queues the steps that feed that token back from the next position, and returns. The caller's own work
  * on the token (detokenising, streaming, the event loop) then overlaps the GPU instead of leaving it idle between
- * steps. A following call that asks for exactly that step waits for it; any other call runs after it on the same
- * stream and overwrites what it wrote (its KV row lies past the filled length, so nothing reads it).
+ * steps. The layered graph queues one step; the megakernel runs several greedy steps per launch (`megakernelSteps`),
+ * each step's token feeding the next on the device and reaching the host as soon as it is made. A following call
+ * that asks for a queued step (the next position, with the token the previous step made) waits for it; any other
+ * call runs after the queued steps on the same stream and overwrites what they wrote (their KV rows lie past the
+ * filled length, so nothing reads them).
  *
  * With the built-in fused modules a decode layer is seven kernels: QKV GEMV (with the residual add and RMSNorm
  * folded in), QK-norm + RoPE + KV append, attention (chunks and merge), O GEMV, gate/up GEMV (add + RMSNorm in
  * front, SwiGLU behind), down GEMV. Patching any of RMSNorm, MLP or RoPE to another variant runs the modules
  * one by one instead.
  *
- * With `megakernel: true` (the `megakernel` engine) each decode step is instead one launch of the Qwen3 decode
- * megakernel over the same weights and cache; prefill stays as above.
+ * With `megakernel: true` (the `megakernel` engine) decode steps instead run in the Qwen3 decode megakernel over the
+ * same weights and cache (greedy steps several per launch, others one per launch); prefill stays as above.
  *
  * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
  * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
@@ -64,6 +67,26 @@ export interface LayeredEngineOptions {
    * has no swappable modules. Default false.
    */
   readonly megakernel?: boolean;
+  /**
+   * Greedy decode steps per megakernel launch, 1–64 (default 4, or the environment variable QK_MEGAKERNEL_STEPS).
+   * Tokens still reach the caller one by one as the kernel makes them; a generation that stops inside a launch
+   * leaves its remaining steps to finish before the next GPU work.
+   */
+  readonly megakernelSteps?: number;
+}
+
+/** {@link LayeredEngineOptions.megakernelSteps}, checked. */
+function megakernelStepsOf(op: string, requested: number | undefined): number {
+  const env = process.env.QK_MEGAKERNEL_STEPS;
+  const steps = requested ?? (env !== undefined && env !== '' ? Number(env) : 4);
+  if (!Number.isSafeInteger(steps) || steps < 1 || steps > Qwen3Megakernel.MAX_STEPS) {
+    throw new QkValueError(
+      op,
+      'megakernelSteps',
+      `must be an integer in [1, ${Qwen3Megakernel.MAX_STEPS}]${requested === undefined ? ' (QK_MEGAKERNEL_STEPS)' : ''}, got ${requested ?? env}.`,
+    );
+  }
+  return steps;
 }
 
 type T = Tensor<FloatDType>;
@@ -145,6 +168,7 @@ export function createLayeredEngine(
   if (!Number.isSafeInteger(vocabLimit) || vocabLimit < 1) {
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${options.vocabLimit}.`);
   }
+  const megakernelSteps = options.megakernel ? megakernelStepsOf(op, options.megakernelSteps) : 1;
   const dtype = weights.embed.dtype;
   const eps = config.rmsNormEps;
   const theta = config.ropeTheta;
@@ -215,8 +239,11 @@ export function createLayeredEngine(
   const graphs = new Map<number, CudaGraph>();
   /** The cache rows the decode step being run or captured attends over. */
   let stepRows = maxContext;
-  /** The greedy decode step launched ahead by `next()` and not yet claimed (see the file header). */
-  let ahead: { id: number; position: number } | null = null;
+  /**
+   * The greedy decode steps queued ahead by `next()` (see the file header): `steps` of them from `position`;
+   * `inputs[k]` is the token step k was fed, known for the steps whose predecessor's token has been read.
+   */
+  let ahead: { position: number; steps: number; inputs: number[] } | null = null;
   let filled = 0;
   let disposed = false;
 
@@ -474,38 +501,62 @@ export function createLayeredEngine(
     };
   }
 
-  /** Queues the decode step of `id` at `position`: one megakernel launch, or a replay of the layered graph. */
-  function queueDecode(id: number, position: number): void {
-    if (megakernel !== null) megakernel.step(id, position);
-    else decode(id, position);
+  /**
+   * Queues greedy decode steps from `id` at `position`: one megakernel launch of up to `megakernelSteps` steps, or
+   * one replay of the layered graph. Returns the steps queued.
+   */
+  function queueDecode(id: number, position: number): number {
+    if (megakernel === null) {
+      decode(id, position);
+      return 1;
+    }
+    const steps = Math.min(megakernelSteps, megakernel.maxSteps, maxContext - position);
+    megakernel.launch(id, position, steps);
+    return steps;
   }
 
-  /** Waits for the decode step queued last and returns its greedy token. */
-  function queuedToken(): number {
-    return megakernel !== null ? megakernel.result() : stepBuffers().next.item();
+  /** Waits for step `index` of the steps queued last and returns its greedy token. */
+  function queuedToken(index: number): number {
+    return megakernel !== null ? megakernel.token(index) : stepBuffers().next.item();
   }
 
   /**
-   * Greedy decode of one token: claims the step launched ahead when it is this one, then launches the step after it
-   * before returning the token. The layered graph launches ahead only when that step's bucket graph is already
-   * captured; the megakernel always can, since the kernel leaves [token, position + 1] on the device and nothing is
-   * uploaded.
+   * Greedy decode of one token: claims a queued step when it is this one (or queues steps from here), and once the
+   * last queued step is read, queues the steps after it before returning the token. The layered graph queues ahead
+   * only when that step's bucket graph is already captured; the megakernel always can, since the kernel leaves
+   * [token, position] of the next step on the device and nothing is uploaded.
    */
   function nextGreedyDecode(id: number, position: number): number {
     checkForwardArgs(op, config, maxContext, filled, [id], position);
-    const claimed = ahead !== null && ahead.id === id && ahead.position === position;
-    ahead = null;
-    if (!claimed) queueDecode(id, position);
-    const token = queuedToken();
+    const k = ahead === null ? -1 : position - ahead.position;
+    let queued = ahead;
+    if (queued === null || k < 0 || k >= queued.inputs.length || queued.inputs[k] !== id) {
+      ahead = null;
+      queued = { position, steps: queueDecode(id, position), inputs: [id] };
+      ahead = queued;
+    }
+    const index = position - queued.position;
+    let token: number;
+    try {
+      token = queuedToken(index);
+    } catch (e) {
+      ahead = null;
+      throw e;
+    }
     filled = position + 1;
+    if (index + 1 < queued.steps) {
+      queued.inputs.length = index + 1;
+      queued.inputs.push(token);
+      return token;
+    }
+    ahead = null;
     const following = position + 1;
     if (following < maxContext && (megakernel !== null || graphs.has(decodeRows(following)))) {
       try {
-        queueDecode(token, following);
-        ahead = { id: token, position: following };
+        ahead = { position: following, steps: queueDecode(token, following), inputs: [token] };
       } catch {
-        // This token is already computed and is returned; the step after it runs again when it is asked for, and a
-        // failure that persists is reported then, by that call.
+        // This token is already computed and is returned; the steps after it run again when they are asked for, and
+        // a failure that persists is reported then, by that call.
         ahead = null;
       }
     }
