@@ -16,6 +16,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine } from '../src/engine/index.js';
+import { QkContextError } from '../src/errors.js';
 import type { Engine, Qwen3Config } from '../src/types.js';
 import { closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
@@ -179,7 +180,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // 64 steps per launch, 16 cache rows: each launch is cut to the rows left.
     let token = mk.next([1, 2, 3], 0, greedy, 0);
     for (let p = 3; p < 16; p++) token = mk.next([token], p, greedy, p);
-    expect(() => mk.next([token], 16, greedy, 16)).toThrow(QkValueError);
+    // Position 16 is past the cache: refused before anything is launched.
+    expect(() => mk.next([token], 16, greedy, 16)).toThrow(QkContextError);
     mk.dispose();
   });
 
