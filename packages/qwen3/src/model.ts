@@ -43,8 +43,8 @@ import type {
 export interface LoadOptions {
   /**
    * Which engine runs the model. Default `defaultEngine(config)`: `'layered'` with a usable GPU, else `'cpu'`.
-   * `'megakernel'` (one persistent kernel per decode step; Hopper or newer, bf16, Qwen3-0.6B to 8B shapes) is
-   * opt-in.
+   * `'megakernel'` (one persistent kernel runs several greedy decode steps per launch; Hopper or newer, bf16,
+   * Qwen3-0.6B to 8B shapes) is opt-in.
    */
   readonly engine?: EngineName;
   /**

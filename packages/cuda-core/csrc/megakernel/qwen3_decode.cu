@@ -1,22 +1,25 @@
-// The Qwen3 decode megakernel: a whole batch-1 decode step (embedding row, every layer, final norm, LM head,
-// argmax) in one persistent, non-cooperative kernel.
+// The Qwen3 decode megakernel: whole batch-1 greedy decode steps (embedding row, every layer, final norm, LM head,
+// argmax) in one persistent, non-cooperative kernel; one launch runs 1…64 steps, each step's token feeding the next
+// on the device.
 //
 // Shape of a launch: one block per SM, all resident (checked with the occupancy API before the first launch).
 // Each block has 7 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
-// cut by row pairs into one contiguous slice per block, and each slice into tiles of at most one 48 KB
-// shared-memory slot. The producer walks the block's slices of the whole step in order (QKV, O, gate/up, down of
-// each layer, then the LM head) and copies each tile into a ring of four slots with TMA bulk copies (16-byte
-// aligned, L1 bypassed), completing on the slot's "full" mbarrier. Weights do not depend on activations, so the
-// producer runs up to four tiles ahead of the consumers, across stages and layers: while the blocks wait for each
-// other's outputs, HBM keeps streaming the next weights.
+// cut by row pairs into one contiguous slice per block, and each slice into tiles of at most one shared-memory slot
+// (a run-time size, 24 KB by default, at least a pair of the widest rows). The producer walks the block's slices of
+// every step in order (QKV, O, gate/up, down of each layer, then the LM head) and copies each tile into the ring of
+// slots with TMA bulk copies (16-byte aligned, L1 bypassed), completing on the slot's "full" mbarrier, with at most
+// `inflight` copies outstanding (more bytes in flight make every L2 round trip of the other stages slower).
+// Weights do not depend on activations, so the producer runs ahead of the consumers by the whole ring, across
+// stages, layers and steps: while the blocks wait for each other's outputs, HBM keeps streaming the next weights.
 //
 // Synchronisation between blocks has no grid barrier and no arrival counter on the data path. Every activation a
-// stage hands to other blocks is written in "flagged words": 8 bytes holding two bf16 values and the launch's
-// epoch, stored with one 8-byte store (single-copy atomic). A reader spins on the words it needs until each carries
-// this launch's epoch, so one L2 round trip both waits for and delivers the data, and a block waits only for the
-// values it reads (attention blocks for their own heads' q/k/v; nobody else for them). Each layer and stage has
-// its own buffer, written once per launch, so nothing is ever overwritten while another block may still read it,
-// and no buffer needs clearing between launches (the epoch tells this launch's words from older ones).
+// stage hands to other blocks is written in "flagged words": 8 bytes holding two bf16 values and the step's epoch,
+// stored with one 8-byte store (single-copy atomic). A reader spins on the words it needs until each carries this
+// step's epoch, so one L2 round trip both waits for and delivers the data, and a block waits only for the values
+// it reads (attention blocks for their own heads' q/k/v; nobody else for them). Each layer and stage has its own
+// buffer, written once per step; no block starts a step before every block has finished the previous one (they all
+// wait for its token), so nothing is overwritten while another block may still read it, and no buffer needs
+// clearing (epochs never repeat: the epoch tells this step's words from older ones).
 //
 // Stages of a layer:
 //   1. QKV: RMSNorm of the residual recomputed by every block, then the block's QKV rows.
@@ -28,12 +31,15 @@
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit; the last block to arrive reduces
-// the blocks' bests and writes the token and the next step's state. Rounding follows the layered engine (and HF):
-// every projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
+// the blocks' bests and publishes the token: to the other blocks (the next step's embedding row) and to pinned host
+// memory, where the host reads it while the kernel goes on. The last step also leaves the state for the next
+// launch. Rounding follows the layered engine (and HF): every projection output, norm output, SwiGLU output and
+// residual sum is rounded to bf16 once.
 //
-// Every wait (flagged words, mbarriers) is bounded by `timeout_ns`: a block that times out records an error code and
-// an abort flag that the other blocks see, and the kernel returns; JS gets an error, never a hung process. (The
-// attention merge does not wait: the last chunk of a head to arrive merges.)
+// Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
+// error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
+// gets an error, never a hung process. (The attention merge does not wait: the last chunk of a head to arrive
+// merges.)
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -452,7 +458,7 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
 }
 
 /**
- * Copies `n` values (a multiple of 4) of a flagged buffer into shared memory, waiting for each word of this launch.
+ * Copies `n` values (a multiple of 4) of a flagged buffer into shared memory, waiting for each word of this step.
  * The loads of up to kBatch words per thread are issued together, so a gather costs one L2 round trip per batch.
  * This thread's verdict; the caller combines them with block_ok.
  */

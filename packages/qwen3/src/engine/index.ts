@@ -79,9 +79,10 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
 
 /**
  * The engine to use when none is named: `'layered'` with a usable GPU (`cudaAvailable()`), else `'cpu'`. The
- * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.85–1.01× and 8B at 0.92–0.96× the
- * layered engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md), so the layered engine stays the fastest
- * correct choice. `config` is accepted so that the default can depend on the model once the megakernel wins.
+ * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.87–1.05× (faster only at positions up
+ * to about 128) and 8B at 0.93–0.95× the layered engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md, v6),
+ * so the layered engine stays the better choice overall. `config` is accepted so that the default can depend on
+ * the model once the megakernel wins.
  */
 export function defaultEngine(_config?: Qwen3Config): EngineName {
   return cudaAvailable() ? 'layered' : 'cpu';

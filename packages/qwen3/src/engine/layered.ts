@@ -62,9 +62,9 @@ export interface LayeredEngineOptions {
    */
   readonly vocabLimit?: number;
   /**
-   * Decode with the Qwen3 megakernel (one persistent kernel per step, over the same weights and KV cache) instead
-   * of the captured graph of layered kernels; prefill stays layered. The engine is then named `megakernel` and
-   * has no swappable modules. Default false.
+   * Decode with the Qwen3 megakernel (one persistent kernel launch per step, or per several greedy steps, over the
+   * same weights and KV cache) instead of the captured graph of layered kernels; prefill stays layered. The engine
+   * is then named `megakernel` and has no swappable modules. Default false.
    */
   readonly megakernel?: boolean;
   /**
