@@ -49,6 +49,11 @@ export type MegakernelPlan =
       /** The weight ring in shared memory: slots of `slotBytes` each. */
       slots: number;
       slotBytes: number;
+      /**
+       * Whether blocks claim GEMV tiles from shared counters (large models: balances the blocks) rather than take
+       * fixed shares (small models: fewer round trips).
+       */
+      claimTiles: boolean;
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;

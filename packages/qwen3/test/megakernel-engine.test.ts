@@ -132,6 +132,38 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
+  it('claimed tiles (QK_MEGAKERNEL_CLAIM=1) give the same bits as fixed shares', () => {
+    const config = CONFIGS[1]![1];
+    const fixed = build('megakernel', config, 12);
+    const previous = process.env.QK_MEGAKERNEL_CLAIM;
+    process.env.QK_MEGAKERNEL_CLAIM = '1'; // read when the instance is created
+    let claimed: Engine;
+    try {
+      claimed = build('megakernel', config, 12);
+    } finally {
+      if (previous === undefined) delete process.env.QK_MEGAKERNEL_CLAIM;
+      else process.env.QK_MEGAKERNEL_CLAIM = previous;
+    }
+    // Short contexts (attention blocks take no rows) through long ones (every block takes rows and attends).
+    const ids = randomIds(300, config.vocabSize, 30);
+    const a = trace(fixed, ids, 200);
+    const b = trace(claimed, ids, 200);
+    expect(a.length).toBe(b.length);
+    for (let s = 0; s < a.length; s++) {
+      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(Buffer.compare(Buffer.from(a[s]!.buffer), Buffer.from(b[s]!.buffer)), `step ${s}`).toBe(0);
+    }
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const run = (e: Engine) => {
+      const out = [e.next(ids.slice(0, 5), 0, greedy, 0)];
+      for (let p = 5; p < 40; p++) out.push(e.next([out.at(-1)!], p, greedy, out.length));
+      return out;
+    };
+    expect(run(claimed)).toEqual(run(fixed));
+    fixed.dispose();
+    claimed.dispose();
+  });
+
   it('greedy next() runs several steps per launch: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {
     const config = CONFIGS[0]![1];
     const maxContext = 64;

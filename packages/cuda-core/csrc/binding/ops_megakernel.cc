@@ -113,6 +113,7 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("sharedBytes", static_cast<double>(plan.smem_bytes));
     o.Set("slots", plan.slots);
     o.Set("slotBytes", static_cast<double>(plan.slot_bytes));
+    o.Set("claimTiles", plan.claim);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
     return o;
@@ -142,6 +143,8 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Weight copies in flight per block, at most: 2 (NOTES.md, v6: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
     // it, a tuning knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
+    // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
+    r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);
     const double eps = a.number(9, "eps");

@@ -62,6 +62,7 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
 constexpr size_t kDefaultSlotBytes = 24 * 1024;  // the default slot size to aim for (NOTES.md, v6: the ring sweep)
 constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
+constexpr double kClaimBytesPerBlock = 1 << 20;  // weight bytes per block and layer from which blocks claim tiles
 constexpr int kD = static_cast<int>(kMegakernelHeadDim);
 constexpr int kHalf = kD / 2;
 constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
@@ -77,7 +78,12 @@ constexpr int kTokenWord = 2;           // u64 at byte 8: (epoch << 32) | the to
 constexpr int kMergeCounters = 64;      // [layer][KV head]
 constexpr int kMaxKvHeads = 64;
 constexpr size_t kSyncBytes = 16384;
-static_assert(kMergeCounters + kMaxKvHeads * kMegakernelMaxLayers <= static_cast<int>(kSyncBytes / 4));
+// Claim counters of the GEMV stages (with `claim`): two sets, used by steps of even and odd epochs in turn; the block
+// that reduces a step's argmax clears that step's set (every claim of the step is behind it by then), and no block
+// claims in the step two ahead before it has seen that step's token.
+constexpr int kClaimCounters = kMergeCounters + kMaxKvHeads * kMegakernelMaxLayers;
+constexpr int kClaimsPerSet = kMegakernelMaxLayers * 4 + 1;  // 4 GEMV stages per layer, and the LM head
+static_assert(kClaimCounters + 2 * kClaimsPerSet <= static_cast<int>(kSyncBytes / 4));
 
 enum Stage : int { kQkv = 0, kAttention = 1, kO = 2, kGateUp = 3, kDown = 4 };
 
@@ -147,8 +153,8 @@ __host__ __device__ inline size_t residual_bytes(const MegakernelDims& d) {
   return align_up(static_cast<size_t>(d.hidden) * 2, 128);
 }
 
-constexpr size_t kMiscBytes = 1024;  // mbarriers, reduction scratch, flags
-static_assert(2 * kMaxSlots * 8 + 64 * 4 + 16 <= kMiscBytes);
+constexpr size_t kMiscBytes = 1024;  // mbarriers, slot descriptors, reduction scratch, flags
+static_assert(3 * kMaxSlots * 8 + 64 * 4 + 16 <= kMiscBytes);
 
 /** Shared memory besides the ring. */
 size_t fixed_smem_bytes(const MegakernelDims& d) { return union_bytes(d) + residual_bytes(d) + kMiscBytes; }
@@ -176,8 +182,9 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+/** Adds `bytes` to the transactions the barrier's current phase waits for, without arriving. */
+__device__ __forceinline__ void mbar_expect_tx_only(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
 __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
@@ -347,6 +354,7 @@ struct Block {
   uint8_t* slots;
   uint64_t* full;   // [a.slots]
   uint64_t* empty;  // [a.slots]
+  uint2* desc;      // [a.slots] the tile in each slot: first unit; units | 1 << 31 on the stage's last tile
   float* red;       // [64] reduction scratch
   int* flag;        // [0] abort seen by this block, [1] merge winner
   bf16* x;          // the stage's input vector (union with the attention scratch)
@@ -597,79 +605,94 @@ __device__ __forceinline__ void prefetch_chunk(const MegakernelLayer& L, int kv_
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Producer: the block's weight tiles of the whole step, in consumption order.
+// Producer: the block's weight tiles of every step, in consumption order.
 
-/** Walks the block's weight tiles of a whole step in consumption order (QKV, O, gate/up, down per layer; LM head). */
-struct TileCursor {
-  int layer = 0, stage = 0;
-  int64_t t0 = 0, u1 = 0;
-  int per = 1;
-  int attn_skip = 0;
-  StageShape s{};
-  bool done = false;
+/** Whether this block takes no rows of `stage` in a step whose attention_skip() is `skip` (QKV and O only). */
+__device__ __forceinline__ bool skips_stage(int stage, int skip) {
+  return (stage == kQkv || stage == kO) && static_cast<int>(blockIdx.x) < skip;
+}
 
-  __device__ void open(const MegakernelArgs& a) {
-    const bool lm = layer == a.dims.layers;
-    s = stage_shape(a, lm ? -1 : layer, lm ? -1 : stage);
-    int64_t u0;
-    stage_range(s.units, u0, u1, lm ? 0 : stage_skip(stage, attn_skip));
-    t0 = u0;
-    per = tile_units(a, s);
+/** Index of a GEMV stage among a layer's four (QKV, O, gate/up, down), for the claim counters. */
+__device__ __forceinline__ int gemv_index(int stage) { return stage == kQkv ? 0 : stage - 1; }
+
+/** The claim counter of a GEMV stage (layer −1: the LM head) in the counter set of `epoch`. */
+__device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoch, int layer, int stage) {
+  return sync + kClaimCounters + (epoch & 1) * kClaimsPerSet +
+         (layer < 0 ? kMegakernelMaxLayers * 4 : layer * 4 + gemv_index(stage));
+}
+
+/**
+ * Issues the block's tiles of one stage into the ring, each slot described (first unit, units, last tile of the
+ * stage) for the consumers; a stage with no tile for this block gets one empty descriptor. Static shares: the
+ * block's slice of stage_range() among the blocks not `skip`ped. Claimed (`counter`): tiles taken from the stage's
+ * counter, the next claim always in flight.
+ */
+__device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
+                                              int skip, unsigned* counter, unsigned& seq) {
+  const int64_t per = tile_units(a, s);
+  int64_t t0 = 0, lim = 0;
+  unsigned pending = 0;
+  if (counter != nullptr) {
+    lim = s.units;
+    t0 = static_cast<int64_t>(atomicAdd(counter, 1u)) * per;
+    pending = atomicAdd(counter, 1u);  // the tile after it, claimed while this one streams
+  } else {
+    stage_range(s.units, t0, lim, skip);
   }
-  /** Moves to the first tile at or after the current position (skipping stages this block has no rows of). */
-  __device__ void settle(const MegakernelArgs& a) {
-    while (!done && t0 >= u1) {
-      if (layer == a.dims.layers) {
-        done = true;
-        return;
-      }
-      stage = stage == kQkv ? kO : stage + 1;  // the attention stage streams no weights
-      if (stage > kDown) {
-        stage = kQkv;
-        layer++;
-      }
-      open(a);
+  const bool none = t0 >= lim;
+  for (;;) {
+    const int slot = static_cast<int>(seq % a.slots);
+    const unsigned round = seq / a.slots;
+    if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return false;
+    if (none) {
+      b.desc[slot] = make_uint2(0, 0);
+      mbar_arrive(&b.full[slot]);
+      seq++;
+      return true;
     }
+    // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
+    // been refilled since: that needs this copy's slot round to come first).
+    if (a.inflight > 0 && seq >= static_cast<unsigned>(a.inflight)) {
+      const unsigned back = seq - a.inflight;
+      if (!mbar_wait(b, &b.full[back % a.slots], (back / a.slots) & 1)) return false;
+    }
+    // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
+    // before the TMA's writes (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const int64_t n = lim - t0 < per ? lim - t0 : per;
+    const unsigned bytes = static_cast<unsigned>(n * s.k * 2);
+    mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
+    uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
+    bulk_copy(dst, s.w + t0 * s.k, bytes, &b.full[slot]);
+    if (s.rows_per_unit == 2) bulk_copy(dst + bytes, s.w + (t0 + s.up_offset) * s.k, bytes, &b.full[slot]);
+    const int64_t next = counter != nullptr ? static_cast<int64_t>(pending) * per : t0 + per;
+    const bool last = next >= lim;
+    b.desc[slot] = make_uint2(static_cast<unsigned>(t0), static_cast<unsigned>(n) | (last ? 0x80000000u : 0u));
+    mbar_arrive(&b.full[slot]);  // the slot's one arrival: the phase completes once the bytes have landed too
+    seq++;
+    if (last) return true;
+    t0 = next;
+    if (counter != nullptr) pending = atomicAdd(counter, 1u);
   }
-  __device__ void start(const MegakernelArgs& a) {
-    open(a);
-    settle(a);
-  }
-  __device__ void next(const MegakernelArgs& a) {
-    t0 += per;
-    settle(a);
-  }
-  __device__ int64_t units() const { return (u1 - t0) < per ? (u1 - t0) : per; }
-};
+}
 
 __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b, int pos0) {
-  // (Asking L2 for tiles beyond the ring, or capping the copies in flight below the ring's four, were both measured
-  // slower: see NOTES.md.) Weights do not depend on the token, so the ring runs on into the next step's first layer
-  // while this step's LM head and argmax finish.
+  // (Asking L2 for tiles beyond the ring was measured slower: see NOTES.md.) Weights do not depend on the token, so
+  // the ring runs on into the next step's first layer while this step's LM head and argmax finish.
   unsigned seq = 0;
+  constexpr int kGemvStages[4] = {kQkv, kO, kGateUp, kDown};
   for (int step = 0; step < a.steps; step++) {
-    TileCursor cur;
-    cur.attn_skip = attention_skip(a.dims, pos0 + step);
-    cur.start(a);
-    for (; !cur.done; seq++, cur.next(a)) {
-      const int slot = static_cast<int>(seq % a.slots);
-      const unsigned round = seq / a.slots;
-      if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return;
-      // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
-      // been refilled since: that needs this copy's slot round to come first).
-      if (a.inflight > 0 && seq >= static_cast<unsigned>(a.inflight)) {
-        const unsigned back = seq - a.inflight;
-        if (!mbar_wait(b, &b.full[back % a.slots], (back / a.slots) & 1)) return;
+    const int skip = attention_skip(a.dims, pos0 + step);
+    const unsigned epoch = a.epoch + static_cast<unsigned>(step);
+    for (int layer = 0; layer <= a.dims.layers; layer++) {
+      const bool lm = layer == a.dims.layers;
+      for (int i = 0; i < (lm ? 1 : 4); i++) {
+        const int stage = lm ? -1 : kGemvStages[i];
+        if (!lm && skips_stage(stage, skip)) continue;
+        unsigned* counter = a.claim ? claim_counter(b.sync, epoch, lm ? -1 : layer, stage) : nullptr;
+        const int stage_skipped = lm ? 0 : stage_skip(stage, skip);
+        if (!produce_stage(a, b, stage_shape(a, lm ? -1 : layer, stage), stage_skipped, counter, seq)) return;
       }
-      // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
-      // before the TMA's writes (async proxy).
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      const unsigned bytes = static_cast<unsigned>(cur.units() * cur.s.k * 2);
-      mbar_expect_tx(&b.full[slot], bytes * cur.s.rows_per_unit);
-      uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
-      bulk_copy(dst, cur.s.w + cur.t0 * cur.s.k, bytes, &b.full[slot]);
-      if (cur.s.rows_per_unit == 2)
-        bulk_copy(dst + bytes, cur.s.w + (cur.t0 + cur.s.up_offset) * cur.s.k, bytes, &b.full[slot]);
     }
   }
 }
@@ -706,23 +729,28 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 template <bool kGateUp>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
                                           unsigned& seq, int layer, Best& best, int first_event) {
+  if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
+    if (first_event >= 0) stamp(a, first_event);
+    return true;  // the producer issues nothing for this stage either
+  }
   const StageShape s = stage_shape(a, layer, stage);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   void* out = stage_output(a, lay, layer, stage);
-  int64_t u0, u1;
-  stage_range(s.units, u0, u1, layer < 0 ? 0 : stage_skip(stage, b.attn_skip));
-  const int per = tile_units(a, s);
   const int64_t k = s.k;
-  if (first_event >= 0 && u0 >= u1) stamp(a, first_event);
-  for (int64_t t0 = u0; t0 < u1; t0 += per, seq++) {
-    const int n = static_cast<int>((u1 - t0) < per ? (u1 - t0) : per);
+  unsigned pairs = 0;  // row pairs of this stage so far in the block
+  for (bool last = false; !last; seq++) {
     const int slot = static_cast<int>(seq % a.slots);
     if (!mbar_wait(b, &b.full[slot], (seq / a.slots) & 1)) return false;
-    if (first_event >= 0 && t0 == u0) stamp(a, first_event);
+    if (first_event >= 0 && pairs == 0) stamp(a, first_event);
+    const uint2 desc = b.desc[slot];
+    const int64_t t0 = desc.x;
+    const int n = static_cast<int>(desc.y & 0x7fffffffu);
+    last = n == 0 || (desc.y >> 31) != 0;
     const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * a.slot_bytes);
     // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
     // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile.
-    const int first = (warp + kConsumerWarps - static_cast<int>(((t0 - u0) / 2) % kConsumerWarps)) % kConsumerWarps;
+    const int first = (warp + kConsumerWarps - static_cast<int>(pairs % kConsumerWarps)) % kConsumerWarps;
+    pairs += static_cast<unsigned>(n + 1) / 2;
     for (int r = 2 * first; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
       const bf16* row = tile + static_cast<int64_t>(r) * k;
       const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
@@ -1073,6 +1101,9 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
   const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
   if (arrived != gridDim.x - 1) return true;
   atomicExch(b.sync + kArgmaxCounter, 0u);
+  // Every tile of this step has been claimed and consumed: its claim counters are free for the step two ahead.
+  unsigned* claims = b.sync + kClaimCounters + (b.epoch & 1) * kClaimsPerSet;
+  for (int i = 0; i < kClaimsPerSet; i++) claims[i] = 0;
   __threadfence();
   Best all{-INFINITY, INT32_MAX};
   for (unsigned q = 0; q < gridDim.x; q++) {
@@ -1112,7 +1143,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   uint8_t* misc = reinterpret_cast<uint8_t*>(b.res) + residual_bytes(d);
   b.full = reinterpret_cast<uint64_t*>(misc);
   b.empty = b.full + kMaxSlots;
-  b.red = reinterpret_cast<float*>(b.empty + kMaxSlots);
+  b.desc = reinterpret_cast<uint2*>(b.empty + kMaxSlots);
+  b.red = reinterpret_cast<float*>(b.desc + kMaxSlots);
   b.flag = reinterpret_cast<int*>(b.red + kMaxG * kConsumerWarps);
   b.sync = static_cast<unsigned*>(a.workspace);
   b.result = a.result;
@@ -1290,6 +1322,11 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->smem_bytes = smem;
   plan->slots = static_cast<int>(slots);
   plan->slot_bytes = slot;
+  // Claimed tiles balance the blocks when each has many tiles per stage; with few (0.6B: about 2 per QKV stage), the
+  // claims' round trips cost more than the balance gains (NOTES.md, v6: 8B 167.7 → 174.7 tok/s, 0.6B 1,168 → 824).
+  const double layer_bytes = 2.0 * static_cast<double>(d.hidden) *
+                             static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + d.q_heads * kD + 3 * d.ffn);
+  plan->claim = layer_bytes / sms >= kClaimBytesPerBlock;
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;

@@ -49,6 +49,7 @@ struct MegakernelPlan {
   size_t smem_bytes = 0;  // dynamic shared memory per block
   int slots = 0;          // weight ring: slots of slot_bytes each
   size_t slot_bytes = 0;
+  bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
 };
@@ -71,6 +72,7 @@ struct MegakernelArgs {
   int slots = 0;                     // the plan's ring (MegakernelPlan::slots, slot_bytes)
   int64_t slot_bytes = 0;
   int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
+  int claim = 0;                     // 1: blocks claim GEMV tiles from per-stage counters; 0: fixed shares
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows

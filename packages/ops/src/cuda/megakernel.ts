@@ -39,6 +39,11 @@ export type MegakernelPlan =
       /** The weight ring in shared memory: slots of `slotBytes` each. */
       readonly slots: number;
       readonly slotBytes: number;
+      /**
+       * Whether blocks claim GEMV tiles from shared counters (large models: balances the blocks) rather than take
+       * fixed shares (small models: fewer round trips).
+       */
+      readonly claimTiles: boolean;
       readonly workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       readonly maxChunks: number;
