@@ -79,10 +79,10 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
 
 /**
  * The engine to use when none is named: `'layered'` with a usable GPU (`cudaAvailable()`), else `'cpu'`. The
- * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 0.87–1.05× (faster only at positions up
- * to about 128) and 8B at 0.93–0.95× the layered engine's speed (packages/cuda-core/csrc/megakernel/NOTES.md, v6),
- * so the layered engine stays the better choice overall. `config` is accepted so that the default can depend on
- * the model once the megakernel wins.
+ * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 1.05–1.12× the layered engine's speed up
+ * to position 1024 but 0.92× at 4096, and 8B at 0.99–1.02× (packages/cuda-core/csrc/megakernel/NOTES.md, v6); it
+ * has no swappable modules and serves only Hopper, bf16 and the dense shapes. `config` is accepted so that the
+ * default can depend on the model once the megakernel wins everywhere.
  */
 export function defaultEngine(_config?: Qwen3Config): EngineName {
   return cudaAvailable() ? 'layered' : 'cpu';
