@@ -1101,9 +1101,11 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
   const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
   if (arrived != gridDim.x - 1) return true;
   atomicExch(b.sync + kArgmaxCounter, 0u);
-  // Every tile of this step has been claimed and consumed: its claim counters are free for the step two ahead.
-  unsigned* claims = b.sync + kClaimCounters + (b.epoch & 1) * kClaimsPerSet;
-  for (int i = 0; i < kClaimsPerSet; i++) claims[i] = 0;
+  if (a.claim != 0) {
+    // Every tile of this step has been claimed and consumed: its claim counters are free for the step two ahead.
+    unsigned* claims = b.sync + kClaimCounters + (b.epoch & 1) * kClaimsPerSet;
+    for (int i = 0; i < kClaimsPerSet; i++) claims[i] = 0;
+  }
   __threadfence();
   Best all{-INFINITY, INT32_MAX};
   for (unsigned q = 0; q < gridDim.x; q++) {
