@@ -265,10 +265,6 @@ Napi::Value MegakernelToken(const Napi::CallbackInfo& info) {
     const volatile uint64_t* word = inst.host + 1 + index;
     const volatile uint64_t* error = inst.host;
     const uint32_t epoch = inst.launch_epoch + static_cast<uint32_t>(index);
-    auto error_code = [&]() -> int {
-      const uint64_t e = *error;
-      return static_cast<uint32_t>(e >> 32) == inst.launch_epoch ? static_cast<int>(static_cast<uint32_t>(e)) : 0;
-    };
     using Clock = std::chrono::steady_clock;
     // Each step is bounded inside the kernel by the wait timeout; this bounds the host's wait the same way, counted
     // from when the kernel could begin (the stream may first finish earlier work, a long prefill).
@@ -276,18 +272,18 @@ Napi::Value MegakernelToken(const Napi::CallbackInfo& info) {
     Clock::time_point began{};
     bool started = false;
     for (unsigned spin = 0;; spin++) {
+      // Every 256th spin also asks whether the launch has ended, before the words are read: once it has, its host
+      // writes are all visible to that read. (A token already there is returned without asking.)
+      const bool check = (spin & 255) == 255;
+      const cudaError_t f = check ? cudaEventQuery(inst.finished) : cudaErrorNotReady;
       const uint64_t w = *word;
       if (static_cast<uint32_t>(w >> 32) == epoch) return Napi::Number::New(a.env(), static_cast<uint32_t>(w));
-      if (const int code = error_code(); code != 0) return Napi::Number::New(a.env(), -code);
-      if ((spin & 255) != 0) continue;
-      const cudaError_t f = cudaEventQuery(inst.finished);
-      if (f == cudaSuccess) {
-        // The kernel is done, and its host writes are visible: read once more.
-        const uint64_t last = *word;
-        if (static_cast<uint32_t>(last >> 32) == epoch) return Napi::Number::New(a.env(), static_cast<uint32_t>(last));
-        if (const int code = error_code(); code != 0) return Napi::Number::New(a.env(), -code);
+      const uint64_t e = *error;
+      if (static_cast<uint32_t>(e >> 32) == inst.launch_epoch && static_cast<uint32_t>(e) != 0)
+        return Napi::Number::New(a.env(), -static_cast<int>(static_cast<uint32_t>(e)));
+      if (!check) continue;
+      if (f == cudaSuccess)
         throw CudaError("megakernelToken", cudaErrorUnknown, "the megakernel launch ended without publishing the token");
-      }
       if (f != cudaErrorNotReady) QK_CUDA_TRY("megakernelToken", f);
       if (!started) {
         const cudaError_t s = cudaEventQuery(inst.started);

@@ -332,6 +332,11 @@ __device__ __forceinline__ int stage_skip(int stage, int attn_skip) {
   return stage == kQkv || stage == kO ? attn_skip : 0;
 }
 
+/** Whether this block takes no rows of `stage` in a step whose attention_skip() is `attn_skip`. */
+__device__ __forceinline__ bool skips_stage(int stage, int attn_skip) {
+  return static_cast<int>(blockIdx.x) < stage_skip(stage, attn_skip);
+}
+
 __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage) {
   const MegakernelDims& d = a.dims;
   const MegakernelLayer& L = a.layers[layer < 0 ? 0 : layer];
@@ -607,11 +612,6 @@ __device__ __forceinline__ void prefetch_chunk(const MegakernelLayer& L, int kv_
 // ---------------------------------------------------------------------------------------------------------------
 // Producer: the block's weight tiles of every step, in consumption order.
 
-/** Whether this block takes no rows of `stage` in a step whose attention_skip() is `skip` (QKV and O only). */
-__device__ __forceinline__ bool skips_stage(int stage, int skip) {
-  return (stage == kQkv || stage == kO) && static_cast<int>(blockIdx.x) < skip;
-}
-
 /** Index of a GEMV stage among a layer's four (QKV, O, gate/up, down), for the claim counters. */
 __device__ __forceinline__ int gemv_index(int stage) { return stage == kQkv ? 0 : stage - 1; }
 
@@ -680,20 +680,19 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
   // (Asking L2 for tiles beyond the ring was measured slower: see NOTES.md.) Weights do not depend on the token, so
   // the ring runs on into the next step's first layer while this step's LM head and argmax finish.
   unsigned seq = 0;
-  constexpr int kGemvStages[4] = {kQkv, kO, kGateUp, kDown};
   for (int step = 0; step < a.steps; step++) {
     const int skip = attention_skip(a.dims, pos0 + step);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
-    for (int layer = 0; layer <= a.dims.layers; layer++) {
-      const bool lm = layer == a.dims.layers;
-      for (int i = 0; i < (lm ? 1 : 4); i++) {
-        const int stage = lm ? -1 : kGemvStages[i];
-        if (!lm && skips_stage(stage, skip)) continue;
-        unsigned* counter = a.claim ? claim_counter(b.sync, epoch, lm ? -1 : layer, stage) : nullptr;
-        const int stage_skipped = lm ? 0 : stage_skip(stage, skip);
-        if (!produce_stage(a, b, stage_shape(a, lm ? -1 : layer, stage), stage_skipped, counter, seq)) return;
+    for (int layer = 0; layer < a.dims.layers; layer++) {
+      // The GEMV stages of a layer in order (the attention stage streams no weights).
+      for (int stage = kQkv; stage <= kDown; stage = stage == kQkv ? kO : stage + 1) {
+        if (skips_stage(stage, skip)) continue;
+        unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
+        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, seq)) return;
       }
     }
+    unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, seq)) return;  // the LM head
   }
 }
 
@@ -1123,7 +1122,7 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
   if (step + 1 < a.steps) {
     // The other blocks wait for this word before the next step's embedding row: everything they read of this step
     // (the cache rows, the flagged words) was written before their arrivals above.
-    asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(b.sync + kTokenWord), "l"(tagged) : "memory");
+    flag_store(b.sync + kTokenWord, 0, static_cast<unsigned>(all.i), b.epoch);
   } else {
     a.result[0] = all.i;
     a.state[0] = all.i;
@@ -1224,7 +1223,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
       // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
       // input nor the residual here: the gate/up stage reads the residual again)
-      if (!(static_cast<int>(blockIdx.x) < b.attn_skip)) {
+      if (!skips_stage(kQkv, b.attn_skip)) {
         const void* res_in = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
@@ -1248,7 +1247,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       }
       stamp(a, ev + 7);
       // 3. O projection + residual (a block without O rows does not need the attention output)
-      if (!(static_cast<int>(blockIdx.x) < b.attn_skip) &&
+      if (!skips_stage(kO, b.attn_skip) &&
           !stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD))
         return;
       stamp(a, ev + 8);
