@@ -35,8 +35,9 @@ export const MODEL_OPTIONS_HELP = `Model:
   --model DIR        a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors)
   --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
                      default without --model: tiny on the cpu engine, 0.6b on a GPU engine
-  --engine NAME      cpu, layered or megakernel (default: layered with a GPU, else cpu; megakernel needs
-                     an sm_90 GPU, bf16 and a 0.6B–8B shape)
+  --engine NAME      cpu, layered or megakernel (default: megakernel where it serves the model: an sm_90
+                     GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
+                     modules)
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
 
 Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):

@@ -10,8 +10,15 @@ then HF's tokens one at a time (teacher forcing) and compares logits and argmax 
 Writes into OUT: the checkpoint (config.json, model.safetensors, generation_config.json), reference.json
 (prompt ids, HF's greedy ids, shapes, versions) and logits.f32 (raw little-endian float32, [steps, vocab]).
 
-Usage: python3 hf_reference.py OUT --preset 0.6b|tiny-fixture [--dtype bfloat16|float32] [--prompt-len 32]
+With --from DIR, builds nothing: loads DIR's checkpoint in --dtype with --attention (eager or sdpa), feeds DIR's
+prompt and DIR's tokens (teacher forcing, as `qk model compare` does) and records this run's logits and its own
+argmax per step ("argmaxIds"; "greedyIds" stay DIR's tokens). OUT links DIR's checkpoint files, so `qk model
+compare OUT` checks an engine against, say, HF in float32 over the same bf16 weights. It also prints how this run
+agrees with DIR's own logits: the spread between two HF runs of one checkpoint.
+
+Usage: python3 hf_reference.py OUT --preset 0.6b|1.7b|4b|8b|tiny-fixture [--dtype bfloat16|float32] [--prompt-len 32]
        [--steps 64] [--seed 0] [--device cuda|cpu]
+       python3 hf_reference.py OUT --from DIR [--dtype float32] [--attention eager|sdpa] [--device cuda|cpu]
 """
 import argparse
 import json
@@ -26,6 +33,10 @@ PRESETS = {
     # Published Qwen3-0.6B shapes.
     "0.6b": dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                  intermediate_size=3072, vocab_size=151936, tie_word_embeddings=True),
+    "1.7b": dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                 intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True),
+    "4b": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+               intermediate_size=9728, vocab_size=151936, tie_word_embeddings=True),
     "8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
                intermediate_size=12288, vocab_size=151936, tie_word_embeddings=False),
     # Small enough to commit: the CI fixture of the cpu engine.
@@ -37,19 +48,25 @@ PRESETS = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--preset", required=True, choices=sorted(PRESETS))
+    ap.add_argument("--preset", choices=sorted(PRESETS))
+    ap.add_argument("--from", dest="source", help="teacher-force the checkpoint and tokens of this reference dir")
+    ap.add_argument("--attention", default="eager", choices=["eager", "sdpa"])
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
+    if (a.preset is None) == (a.source is None):
+        ap.error("give exactly one of --preset (a new random checkpoint) and --from DIR (an existing reference)")
+    if a.source is not None:
+        return teacher_forced(a)
     torch.manual_seed(a.seed)
     dtype = getattr(torch, a.dtype)
     cfg = Qwen3Config(**PRESETS[a.preset], max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
                       attention_bias=False, hidden_act="silu", use_sliding_window=False, bos_token_id=151643,
                       eos_token_id=151645, torch_dtype=a.dtype)
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = a.attention
     with torch.device(a.device):
         model = Qwen3ForCausalLM(cfg)
     model = model.to(dtype).eval()
@@ -77,7 +94,7 @@ def main():
     ref = {
         "preset": a.preset,
         "dtype": a.dtype,
-        "attention": "eager",
+        "attention": a.attention,
         "promptIds": prompt[0].tolist(),
         "greedyIds": greedy,
         "steps": a.steps,
@@ -91,6 +108,55 @@ def main():
     with open(os.path.join(a.out, "reference.json"), "w") as f:
         json.dump(ref, f)
     print(f"wrote {a.out}: {a.preset} {a.dtype}, prompt {a.prompt_len}, {a.steps} greedy steps", file=sys.stderr)
+
+
+def teacher_forced(a):
+    """Runs DIR's checkpoint on DIR's prompt and tokens in another dtype / attention; see the module docstring."""
+    src = os.path.abspath(a.source)
+    with open(os.path.join(src, "reference.json")) as f:
+        ref = json.load(f)
+    vocab, high, fed = ref["vocab"], ref.get("argmaxLimit", ref["vocab"]), ref["greedyIds"]
+    import numpy as np
+
+    raw = np.fromfile(os.path.join(src, ref.get("logitsFile", "logits.f32")), dtype="<f4")
+    theirs = torch.from_numpy(raw).view(len(fed), vocab)
+    dtype = getattr(torch, a.dtype)
+    model = Qwen3ForCausalLM.from_pretrained(src, torch_dtype=dtype, attn_implementation=a.attention).to(a.device)
+    model.eval()
+    prompt = torch.tensor([ref["promptIds"]], device=a.device)
+    rows, own = [], []
+    with torch.no_grad():
+        out = model(input_ids=prompt, use_cache=True)
+        past = out.past_key_values
+        for t in range(len(fed)):
+            row = out.logits[0, -1].float().cpu()
+            rows.append(row)
+            own.append(int(torch.argmax(row[:high])))
+            out = model(input_ids=torch.tensor([[fed[t]]], device=a.device), past_key_values=past, use_cache=True)
+            past = out.past_key_values
+    logits = torch.stack(rows).contiguous()
+    os.makedirs(a.out, exist_ok=True)
+    for name in os.listdir(src):
+        if name.endswith((".json", ".safetensors")) and name != "reference.json":
+            dst = os.path.join(a.out, name)
+            if os.path.lexists(dst):
+                os.remove(dst)
+            os.symlink(os.path.join(src, name), dst)
+    logits.numpy().astype("<f4").tofile(os.path.join(a.out, "logits.f32"))
+    theirs_argmax = [int(torch.argmax(theirs[t, :high])) for t in range(len(fed))]
+    agree = sum(x == y for x, y in zip(own, theirs_argmax)) / len(fed)
+    diff = (logits - theirs).abs()
+    meta = dict(ref, dtype=a.dtype, attention=a.attention, argmaxIds=own, logitsFile="logits.f32",
+                teacher=src, transformers=transformers.__version__, torch=torch.__version__,
+                device=torch.cuda.get_device_name() if a.device == "cuda" else "cpu")
+    with open(os.path.join(a.out, "reference.json"), "w") as f:
+        json.dump(meta, f)
+    summary = dict(run=f"{a.dtype}/{a.attention}", teacher=f"{ref.get('dtype')}/{ref.get('attention')}",
+                   steps=len(fed), agreement=agree, maxAbs=float(diff.max()), meanAbs=float(diff.mean()),
+                   differ=[t for t in range(len(fed)) if own[t] != theirs_argmax[t]])
+    print(json.dumps(summary))
+    print(f"wrote {a.out}: {a.dtype} {a.attention}, teacher-forced with {src}'s {len(fed)} tokens; "
+          f"argmax agreement with it {agree:.1%}, max |diff| {summary['maxAbs']:.3g}", file=sys.stderr)
 
 
 if __name__ == "__main__":

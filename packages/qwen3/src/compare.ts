@@ -12,7 +12,14 @@ import type { Engine } from './types.js';
 /** A reference run: prompt ids, HF's greedy ids, HF's logits per step (`[steps, vocab]`, float32). */
 export interface ReferenceRun {
   readonly promptIds: readonly number[];
+  /** The tokens fed after the prompt, one per step (teacher forcing). */
   readonly greedyIds: readonly number[];
+  /**
+   * The reference's own argmax at every step. Equal to `greedyIds` for a run that made its tokens itself; a run
+   * teacher-forced with another run's tokens (`hf_reference.py --from`, e.g. HF in float32 fed HF bf16's tokens)
+   * records its own here, in `argmaxIds`.
+   */
+  readonly argmaxIds: readonly number[];
   readonly vocab: number;
   /** Argmax is taken over ids below this (ids the tokenizer can print). */
   readonly argmaxLimit: number;
@@ -42,6 +49,13 @@ export async function readReference(dir: string): Promise<ReferenceRun> {
   };
   const promptIds = ids('promptIds');
   const greedyIds = ids('greedyIds');
+  const argmaxIds = meta.argmaxIds === undefined ? greedyIds : ids('argmaxIds');
+  if (argmaxIds.length !== greedyIds.length) {
+    throw new QkCheckpointError(
+      `has ${argmaxIds.length} "argmaxIds" for ${greedyIds.length} steps; they must be one per step.`,
+      file,
+    );
+  }
   const vocab = Number(meta.vocab);
   const argmaxLimit = Number(meta.argmaxLimit ?? vocab);
   if (!Number.isInteger(vocab) || vocab < 1 || promptIds.length === 0) {
@@ -58,7 +72,7 @@ export async function readReference(dir: string): Promise<ReferenceRun> {
     );
   }
   const logits = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
-  return { promptIds, greedyIds, vocab, argmaxLimit, logits, meta };
+  return { promptIds, greedyIds, argmaxIds, vocab, argmaxLimit, logits, meta };
 }
 
 /** One step of a teacher-forced comparison. */
@@ -114,7 +128,7 @@ export function compareTeacherForced(
       sum += d;
     }
     const argmax = argmaxBelow(ours, ref.argmaxLimit);
-    const referenceArgmax = ref.greedyIds[t]!;
+    const referenceArgmax = ref.argmaxIds[t]!;
     const row = {
       step: t,
       maxAbs,

@@ -50,7 +50,7 @@ export {
   isEngineName,
   megakernelUnsupported,
 } from './engine/index.js';
-export { createLayeredEngine, type LayeredEngineOptions } from './engine/layered.js';
+export { createLayeredEngine, type LayeredEngineOptions, megakernelHandoff } from './engine/layered.js';
 export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';
 export {
   QkAbortError,

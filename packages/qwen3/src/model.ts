@@ -42,9 +42,10 @@ import type {
 /** Options of {@link loadQwen3}. */
 export interface LoadOptions {
   /**
-   * Which engine runs the model. Default `defaultEngine(config)`: `'layered'` with a usable GPU, else `'cpu'`.
-   * `'megakernel'` (one persistent kernel runs several greedy decode steps per launch; Hopper or newer, bf16,
-   * Qwen3-0.6B to 8B shapes) is opt-in.
+   * Which engine runs the model. Default `defaultEngine(config)`: `'megakernel'` where it serves the model in bf16
+   * (one persistent kernel runs several greedy decode steps per launch, handing long contexts to the layered graph;
+   * Hopper or newer, Qwen3-0.6B to 8B shapes), else `'layered'` with a usable GPU, else `'cpu'`. Name `'layered'`
+   * to patch modules (the megakernel has none to swap).
    */
   readonly engine?: EngineName;
   /**

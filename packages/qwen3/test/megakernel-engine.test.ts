@@ -65,9 +65,27 @@ const CONFIGS: [string, Qwen3Config][] = [
 
 const MAX_CONTEXT = 640;
 
-function build(name: 'layered' | 'megakernel', config: Qwen3Config, seed: number): Engine {
-  return createEngine(name, config, toCuda(randomWeights(config, seed, 'bf16')), { maxContext: MAX_CONTEXT });
+/**
+ * An engine over seeded random weights. The megakernel keeps every decode step (`megakernelUntil` past the cache:
+ * these small shapes would otherwise hand decoding to the layered graph within a few hundred positions).
+ */
+function build(
+  name: 'layered' | 'megakernel',
+  config: Qwen3Config,
+  seed: number,
+  options: { megakernelUntil?: number; megakernelSteps?: number; maxContext?: number } = {},
+): Engine {
+  return createEngine(name, config, toCuda(randomWeights(config, seed, 'bf16')), {
+    maxContext: options.maxContext ?? MAX_CONTEXT,
+    ...(name === 'megakernel'
+      ? { megakernelUntil: options.megakernelUntil ?? MAX_CONTEXT, megakernelSteps: options.megakernelSteps }
+      : {}),
+  });
 }
+
+/** Whether two logit rows are the same bits. */
+const sameBits = (a: Float32Array, b: Float32Array) =>
+  Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
 
 function argmax(x: Float32Array): number {
   let best = 0;
@@ -116,10 +134,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const ids = randomIds(300, config.vocabSize, 8);
     const first = trace(mk, ids, 200);
     const second = trace(mk, ids, 200);
-    for (let s = 0; s < first.length; s++)
-      expect(Buffer.compare(Buffer.from(first[s]!.buffer), Buffer.from(second[s]!.buffer)), `step ${s}`).toBe(
-        0,
-      );
+    for (let s = 0; s < first.length; s++) expect(sameBits(first[s]!, second[s]!), `step ${s}`).toBe(true);
     // Greedy: the state the kernel leaves ([next, position + 1]) feeds the next step without an upload.
     const sampling = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     let token = mk.next(ids.slice(0, 50), 0, sampling, 0);
@@ -151,7 +166,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     expect(a.length).toBe(b.length);
     for (let s = 0; s < a.length; s++) {
       expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(Buffer.compare(Buffer.from(a[s]!.buffer), Buffer.from(b[s]!.buffer)), `step ${s}`).toBe(0);
+      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
     }
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const run = (e: Engine) => {
@@ -168,10 +183,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const config = CONFIGS[0]![1];
     const maxContext = 64;
     // 5 steps per launch: the 12-token prompt's 52 decode positions end in a launch cut short by the cache's end.
-    const mk = createEngine('megakernel', config, toCuda(randomWeights(config, 4, 'bf16')), {
-      maxContext,
-      megakernelSteps: 5,
-    });
+    const mk = build('megakernel', config, 4, { maxContext, megakernelSteps: 5 });
     const plain = build('megakernel', config, 4);
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const prompt = randomIds(12, config.vocabSize, 21);
@@ -200,6 +212,54 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     plain.dispose();
   });
 
+  it('hands decoding to the layered graph at megakernelUntil: the same bits on each side, launches cut at the switch', () => {
+    const config = CONFIGS[0]![1];
+    const maxContext = 64;
+    const until = 40;
+    const layered = build('layered', config, 7, { maxContext });
+    const pure = build('megakernel', config, 7, { maxContext });
+    const never = build('megakernel', config, 7, { maxContext, megakernelUntil: 0 });
+    const mixed = build('megakernel', config, 7, { maxContext, megakernelUntil: until, megakernelSteps: 4 });
+    const ids = randomIds(maxContext, config.vocabSize, 40);
+    const wantLayered = trace(layered, ids, 12);
+    const wantPure = trace(pure, ids, 12);
+    // megakernelUntil 0: every decode step in the layered graph, so the layered engine's bits exactly.
+    const gotNever = trace(never, ids, 12);
+    for (let s = 0; s < wantLayered.length; s++)
+      expect(sameBits(gotNever[s]!, wantLayered[s]!), `step ${s}`).toBe(true);
+    // megakernelUntil 40: the megakernel's bits before 40 (trace step s is position 11 + s), the layered graph after
+    // (over cache rows the megakernel wrote, so close to the layered engine rather than equal).
+    const gotMixed = trace(mixed, ids, 12);
+    let differFromPure = 0;
+    for (let s = 0; s < wantPure.length; s++) {
+      const position = 11 + s;
+      expect(gotMixed[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      if (position < until) expect(sameBits(gotMixed[s]!, wantPure[s]!), `step ${s}`).toBe(true);
+      else {
+        expect(closenessOf(gotMixed[s]!, wantLayered[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+        if (!sameBits(gotMixed[s]!, wantPure[s]!)) differFromPure++;
+      }
+    }
+    expect(
+      differFromPure,
+      'steps after the switch computed by other kernels than the megakernel',
+    ).toBeGreaterThan(0);
+    // Greedy through next(): launches of 4 from position 12 (12, 16, …, 36) end exactly at 40; a launch from 38 is
+    // cut to 2 steps; every token equals the argmax of a one-step-at-a-time walk over the same engine kind.
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    for (const first of [12, 14]) {
+      const prompt = ids.slice(0, first);
+      const walk = build('megakernel', config, 7, { maxContext, megakernelUntil: until });
+      const want = [argmax(walk.logits(prompt, 0))];
+      for (let p = first; p < maxContext; p++) want.push(argmax(walk.logits([want.at(-1)!], p)));
+      walk.dispose();
+      const got = [mixed.next(prompt, 0, greedy, 0)];
+      for (let p = first; p < maxContext; p++) got.push(mixed.next([got.at(-1)!], p, greedy, got.length));
+      expect(got).toEqual(want);
+    }
+    for (const e of [layered, pure, never, mixed]) e.dispose();
+  });
+
   it('refuses steps per launch outside 1–64, and launches that run past the cache', () => {
     const config = CONFIGS[0]![1];
     const weights = toCuda(randomWeights(config, 6, 'bf16'));
@@ -207,7 +267,15 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       expect(() =>
         createEngine('megakernel', config, weights, { maxContext: 16, megakernelSteps: bad }),
       ).toThrow(/megakernelSteps/);
-    const mk = createEngine('megakernel', config, weights, { maxContext: 16, megakernelSteps: 64 });
+    for (const bad of [-1, 2.5])
+      expect(() =>
+        createEngine('megakernel', config, weights, { maxContext: 16, megakernelUntil: bad }),
+      ).toThrow(/megakernelUntil/);
+    const mk = createEngine('megakernel', config, weights, {
+      maxContext: 16,
+      megakernelSteps: 64,
+      megakernelUntil: 16,
+    });
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     // 64 steps per launch, 16 cache rows: each launch is cut to the rows left.
     let token = mk.next([1, 2, 3], 0, greedy, 0);

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cudaAvailable, QkDeviceError, QkValueError } from '@qk/ops';
+import { cudaAvailable, cudaDeviceInfo, QkDeviceError, QkValueError } from '@qk/ops';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createCpuEngine,
@@ -15,7 +15,9 @@ import {
   ENGINE_PLACEMENT,
   loadQwen3,
   loadTokenizer,
+  megakernelHandoff,
   PRESETS,
+  parameterCount,
   QkAbortError,
   QkBusyError,
   QkCheckpointError,
@@ -188,10 +190,30 @@ describe('a checkpoint directory', () => {
 });
 
 describe('the engine table', () => {
-  it('defaults to layered with a GPU and cpu without', () => {
+  it('defaults to the megakernel where it serves the model, layered on other GPUs, cpu without a GPU', () => {
     expect(defaultEngine()).toBe(cudaAvailable() ? 'layered' : 'cpu');
+    // Head size 16: not a shape the megakernel serves.
+    expect(defaultEngine(smallConfig())).toBe(cudaAvailable() ? 'layered' : 'cpu');
+    const qwen06 = PRESETS['0.6b'];
+    const hopper = cudaAvailable() && cudaDeviceInfo().computeCapability.major >= 9;
+    expect(defaultEngine(qwen06)).toBe(hopper ? 'megakernel' : cudaAvailable() ? 'layered' : 'cpu');
     expect(ENGINE_PLACEMENT.cpu).toEqual({ device: 'cpu', dtype: 'f32' });
     expect(ENGINE_PLACEMENT.layered).toEqual({ device: 'cuda', dtype: 'bf16' });
+  });
+
+  it('hands megakernel decoding to the layered graph where the KV cache read reaches a fifth of the weights', () => {
+    for (const name of ['0.6b', '1.7b', '4b', '8b'] as const) {
+      const c = PRESETS[name];
+      // Weight bytes a step streams: every parameter but the (untied) embedding table, of which it reads one row.
+      const streamed = parameterCount(c) - (c.tieWordEmbeddings ? 0 : c.vocabSize * c.hiddenSize);
+      const kvPerPosition = 2 * c.numLayers * c.numKvHeads * c.headDim;
+      const at = megakernelHandoff(c);
+      // parameterCount also counts the norms (about 1e-4 of the weights), which the hand-off leaves out.
+      expect(Math.abs(at - Math.ceil((0.2 * streamed) / kvPerPosition)), name).toBeLessThanOrEqual(1);
+    }
+    // 0.6B: between the positions where the megakernel was measured faster (1024) and slower (4096) than layered.
+    expect(megakernelHandoff(PRESETS['0.6b'])).toBeGreaterThan(1024);
+    expect(megakernelHandoff(PRESETS['0.6b'])).toBeLessThan(4096);
   });
 
   it('creates the cpu engine and refuses a megakernel that cannot run, saying what to use', () => {

@@ -74,7 +74,8 @@ steps that agree. Exits 1 when an engine produced a non-finite logit.
 
 Options:
   --reference DIR  folder of reference.json (default: DIR itself, where hf_reference.py writes it)
-  --engine NAME    cpu, layered or megakernel (default: layered with a GPU, else cpu)
+  --engine NAME    cpu, layered or megakernel (default: megakernel where it serves the model, else
+                   layered with a GPU, else cpu)
   --json FILE      also write every step as JSON
   -h, --help       this help`;
 

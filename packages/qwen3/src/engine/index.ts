@@ -29,6 +29,11 @@ export interface EngineOptions {
    * still reach the caller one at a time, as the kernel makes them.
    */
   readonly megakernelSteps?: number;
+  /**
+   * `megakernel` only: the decode position from which steps run in the layered graph instead (same weights and
+   * cache). Default {@link megakernelHandoff}, or QK_MEGAKERNEL_UNTIL.
+   */
+  readonly megakernelUntil?: number;
 }
 
 /** Where an engine wants its weights, and in which dtype unless the caller asks for another. */
@@ -78,14 +83,16 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
 }
 
 /**
- * The engine to use when none is named: `'layered'` with a usable GPU (`cudaAvailable()`), else `'cpu'`. The
- * megakernel is not the default yet: on an H100 it decodes Qwen3-0.6B at 1.05–1.12× the layered engine's speed up
- * to position 1024 but 0.92× at 4096, and 8B at 0.99–1.02× (packages/cuda-core/csrc/megakernel/NOTES.md, v6); it
- * has no swappable modules and serves only Hopper, bf16 and the dense shapes. `config` is accepted so that the
- * default can depend on the model once the megakernel wins everywhere.
+ * The engine to use when none is named: with a usable GPU (`cudaAvailable()`), `'megakernel'` for a `config` it
+ * serves in bf16 ({@link megakernelUnsupported}: Hopper or newer, the dense head-128 shapes), else `'layered'`;
+ * without a GPU, `'cpu'`. The megakernel engine decodes in the megakernel up to its hand-off position and in the
+ * layered graph beyond (`megakernelUntil`), so it is at least as fast as the layered engine at every position
+ * measured (packages/cuda-core/csrc/megakernel/NOTES.md, v7); it has no swappable modules: name `'layered'` to
+ * patch modules. Without `config`, a GPU gives `'layered'`.
  */
-export function defaultEngine(_config?: Qwen3Config): EngineName {
-  return cudaAvailable() ? 'layered' : 'cpu';
+export function defaultEngine(config?: Qwen3Config): EngineName {
+  if (!cudaAvailable()) return 'cpu';
+  return config !== undefined && megakernelUnsupported(config, 'bf16') === null ? 'megakernel' : 'layered';
 }
 
 /**

@@ -73,6 +73,50 @@ export interface LayeredEngineOptions {
    * leaves its remaining steps to finish before the next GPU work.
    */
   readonly megakernelSteps?: number;
+  /**
+   * Decode positions from which the megakernel hands decoding back to the captured layered graph (same weights
+   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (the position where the
+   * KV cache a step reads reaches a fifth of the weight bytes: 2,079 for Qwen3-0.6B), or the environment variable
+   * QK_MEGAKERNEL_UNTIL. The megakernel attends over long contexts in many small chunks and is slower there than
+   * the layered split-KV attention (NOTES.md, v7). A value ≥ maxContext keeps every decode step in the megakernel.
+   */
+  readonly megakernelUntil?: number;
+}
+
+/** Share of the weight bytes that the KV cache read per decode step may reach before decode leaves the megakernel. */
+const kHandoffKvShare = 0.2;
+
+/**
+ * The decode position from which the megakernel engine runs decode steps in the layered graph instead: where the
+ * KV cache one step reads (K and V of every layer up to the position) reaches a fifth of the weight bytes it
+ * streams (the embedding row and norms left out). Qwen3-0.6B: 2,079; 1.7B: 6,001; 4B: 10,912; 8B: 20,530.
+ */
+export function megakernelHandoff(config: Qwen3Config): number {
+  const {
+    hiddenSize: h,
+    numHeads: H,
+    numKvHeads: KV,
+    headDim: D,
+    intermediateSize: f,
+    numLayers: L,
+  } = config;
+  const weights = L * (h * (H + 2 * KV) * D + H * D * h + 3 * h * f) + config.vocabSize * h;
+  const kvPerPosition = 2 * L * KV * D;
+  return Math.ceil((kHandoffKvShare * weights) / kvPerPosition);
+}
+
+/** {@link LayeredEngineOptions.megakernelUntil}, checked. */
+function megakernelUntilOf(op: string, requested: number | undefined, config: Qwen3Config): number {
+  const env = process.env.QK_MEGAKERNEL_UNTIL;
+  const until = requested ?? (env !== undefined && env !== '' ? Number(env) : megakernelHandoff(config));
+  if (!Number.isSafeInteger(until) || until < 0) {
+    throw new QkValueError(
+      op,
+      'megakernelUntil',
+      `must be a non-negative integer${requested === undefined ? ' (QK_MEGAKERNEL_UNTIL)' : ''}, got ${requested ?? env}.`,
+    );
+  }
+  return until;
 }
 
 /** {@link LayeredEngineOptions.megakernelSteps}, checked. */
@@ -169,6 +213,7 @@ export function createLayeredEngine(
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${options.vocabLimit}.`);
   }
   const megakernelSteps = options.megakernel ? megakernelStepsOf(op, options.megakernelSteps) : 1;
+  const megakernelUntil = options.megakernel ? megakernelUntilOf(op, options.megakernelUntil, config) : 0;
   const dtype = weights.embed.dtype;
   const eps = config.rmsNormEps;
   const theta = config.ropeTheta;
@@ -243,7 +288,7 @@ export function createLayeredEngine(
    * The greedy decode steps queued ahead by `next()` (see the file header): `steps` of them from `position`;
    * `inputs[k]` is the token step k was fed, known for the steps whose predecessor's token has been read.
    */
-  let ahead: { position: number; steps: number; inputs: number[] } | null = null;
+  let ahead: { position: number; steps: number; inputs: number[]; inMegakernel: boolean } | null = null;
   let filled = 0;
   let disposed = false;
 
@@ -481,7 +526,7 @@ export function createLayeredEngine(
   ): { logits: T; owned: boolean; greedy: () => number } {
     checkForwardArgs(op, config, maxContext, filled, ids, start);
     ahead = null; // a step launched ahead is superseded: this one runs after it on the stream
-    if (ids.length === 1 && megakernel !== null) {
+    if (ids.length === 1 && megakernel !== null && start < megakernelUntil) {
       megakernel.step(ids[0]!, start);
       const token = megakernel.result();
       filled = start + 1;
@@ -501,23 +546,31 @@ export function createLayeredEngine(
     };
   }
 
+  /** Whether the decode step at `position` runs in the megakernel (else in the layered graph). */
+  const inMegakernel = (position: number) => megakernel !== null && position < megakernelUntil;
+
   /**
-   * Queues greedy decode steps from `id` at `position`: one megakernel launch of up to `megakernelSteps` steps, or
-   * one replay of the layered graph. Returns the steps queued.
+   * Queues greedy decode steps from `id` at `position`: one megakernel launch of up to `megakernelSteps` steps
+   * (stopping at the hand-off position), or one replay of the layered graph. Returns the steps queued.
    */
   function queueDecode(id: number, position: number): number {
-    if (megakernel === null) {
+    if (megakernel === null || !inMegakernel(position)) {
       decode(id, position);
       return 1;
     }
-    const steps = Math.min(megakernelSteps, megakernel.maxSteps, maxContext - position);
+    const steps = Math.min(
+      megakernelSteps,
+      megakernel.maxSteps,
+      maxContext - position,
+      megakernelUntil - position,
+    );
     megakernel.launch(id, position, steps);
     return steps;
   }
 
-  /** Waits for step `index` of the steps queued last and returns its greedy token. */
-  function queuedToken(index: number): number {
-    return megakernel !== null ? megakernel.token(index) : stepBuffers().next.item();
+  /** Waits for step `index` of the steps queued last (in the megakernel or not) and returns its greedy token. */
+  function queuedToken(index: number, fromMegakernel: boolean): number {
+    return fromMegakernel && megakernel !== null ? megakernel.token(index) : stepBuffers().next.item();
   }
 
   /**
@@ -532,13 +585,18 @@ export function createLayeredEngine(
     let queued = ahead;
     if (queued === null || k < 0 || k >= queued.inputs.length || queued.inputs[k] !== id) {
       ahead = null;
-      queued = { position, steps: queueDecode(id, position), inputs: [id] };
+      queued = {
+        position,
+        steps: queueDecode(id, position),
+        inputs: [id],
+        inMegakernel: inMegakernel(position),
+      };
       ahead = queued;
     }
     const index = position - queued.position;
     let token: number;
     try {
-      token = queuedToken(index);
+      token = queuedToken(index, queued.inMegakernel);
     } catch (e) {
       ahead = null;
       throw e;
@@ -551,9 +609,14 @@ export function createLayeredEngine(
     }
     ahead = null;
     const following = position + 1;
-    if (following < maxContext && (megakernel !== null || graphs.has(decodeRows(following)))) {
+    if (following < maxContext && (inMegakernel(following) || graphs.has(decodeRows(following)))) {
       try {
-        ahead = { position: following, steps: queueDecode(token, following), inputs: [token] };
+        ahead = {
+          position: following,
+          steps: queueDecode(token, following),
+          inputs: [token],
+          inMegakernel: inMegakernel(following),
+        };
       } catch {
         // This token is already computed and is returned; the steps after it run again when they are asked for, and
         // a failure that persists is reported then, by that call.
