@@ -75,34 +75,48 @@ export interface LayeredEngineOptions {
   readonly megakernelSteps?: number;
   /**
    * Decode positions from which the megakernel hands decoding back to the captured layered graph (same weights
-   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (the position where the
-   * KV cache a step reads reaches a fifth of the weight bytes: 2,079 for Qwen3-0.6B), or the environment variable
+   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (where the megakernel
+   * stopped beating the layered graph on an H100: 2,176 for Qwen3-0.6B), or the environment variable
    * QK_MEGAKERNEL_UNTIL. The megakernel attends over long contexts in many small chunks and is slower there than
    * the layered split-KV attention (NOTES.md, v7). A value ≥ maxContext keeps every decode step in the megakernel.
    */
   readonly megakernelUntil?: number;
 }
 
-/** Share of the weight bytes that the KV cache read per decode step may reach before decode leaves the megakernel. */
-const kHandoffKvShare = 0.2;
+/**
+ * Where the megakernel alone stops beating the layered graph, measured per published dense shape on an H100 (bf16,
+ * 128–256 decode tokens from each position, medians of 3; NOTES.md, v7, and docs/h100/megakernel-v7). Each entry is
+ * the middle of the bracket where the ratio crossed 1: 0.6B 1.006× over 2,048–2,303 and 0.96× over 2,560–2,815;
+ * 1.7B 1.02× at 1,536 and 0.985× at 2,048; 4B 1.01× at 128 and 0.99× at 256; 8B 1.01× at 512 and 0.99× at 1,024.
+ * Keyed by hidden size, layers, query heads, KV heads and FFN size.
+ */
+const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
+  { shape: [1024, 28, 16, 8, 3072], position: 2176 },
+  { shape: [2048, 28, 16, 8, 6144], position: 1792 },
+  { shape: [2560, 36, 32, 8, 9728], position: 192 },
+  { shape: [4096, 36, 32, 8, 12288], position: 768 },
+];
+
+/** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
+const kUnmeasuredHandoff = 192;
 
 /**
- * The decode position from which the megakernel engine runs decode steps in the layered graph instead: where the
- * KV cache one step reads (K and V of every layer up to the position) reaches a fifth of the weight bytes it
- * streams (the embedding row and norms left out). Qwen3-0.6B: 2,079; 1.7B: 6,001; 4B: 10,912; 8B: 20,530.
+ * The decode position from which the megakernel engine runs decode steps in the layered graph instead: the
+ * position where the megakernel stopped beating the layered graph on an H100 for the published dense shapes
+ * (Qwen3-0.6B: 2,176; 1.7B: 1,792; 4B: 192; 8B: 768), and 192 for other shapes. The megakernel's attention over
+ * long contexts (many small chunks, merged through memory) is slower than the layered split-KV kernel; how soon
+ * that outweighs its faster weight stream depends on the shape, not on a simple ratio of bytes.
  */
 export function megakernelHandoff(config: Qwen3Config): number {
-  const {
-    hiddenSize: h,
-    numHeads: H,
-    numKvHeads: KV,
-    headDim: D,
-    intermediateSize: f,
-    numLayers: L,
-  } = config;
-  const weights = L * (h * (H + 2 * KV) * D + H * D * h + 3 * h * f) + config.vocabSize * h;
-  const kvPerPosition = 2 * L * KV * D;
-  return Math.ceil((kHandoffKvShare * weights) / kvPerPosition);
+  const key = [
+    config.hiddenSize,
+    config.numLayers,
+    config.numHeads,
+    config.numKvHeads,
+    config.intermediateSize,
+  ];
+  const hit = MEASURED_HANDOFFS.find((m) => m.shape.every((v, i) => v === key[i]));
+  return hit?.position ?? kUnmeasuredHandoff;
 }
 
 /** {@link LayeredEngineOptions.megakernelUntil}, checked. */
