@@ -144,6 +144,16 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       expect(next).toBe(argmax(logits));
       token = next;
     }
+    // Sampling reads the step's logits on the device, queued behind it: top-k 1 leaves only their argmax.
+    const topOne = { temperature: 0.7, topK: 1, topP: 1, seed: 3 };
+    for (let p = 80; p < 100; p++) {
+      const logits = mk.logits([token], p);
+      const sampled = mk.next([token], p, topOne, p);
+      const top = logits[argmax(logits)]!;
+      const tied = [...logits.keys()].filter((i) => logits[i] === top); // bf16 ties: any of them is the top 1
+      expect(tied, `position ${p}`).toContain(sampled);
+      token = (sampled + 7) % config.vocabSize; // a token the kernel did not make: the state is uploaded
+    }
     mk.dispose();
   });
 

@@ -533,23 +533,29 @@ export function createLayeredEngine(
     }
   }
 
-  /** Runs `ids` at `start…`; returns the logits of the last one: the step's buffer, or a new tensor (`owned`). */
+  /**
+   * Runs `ids` at `start…`; returns the logits of the last one: the step's buffer, or a new tensor (`owned`). The
+   * work is queued, not waited for: `settled()` throws if a megakernel step failed on the device, and must be
+   * called once whatever was read from the logits has been copied back (work queued after the step, such as
+   * sampling, then overlaps it instead of waiting for it on the host).
+   */
   function forward(
     ids: readonly number[],
     start: number,
-  ): { logits: T; owned: boolean; greedy: () => number } {
+  ): { logits: T; owned: boolean; greedy: () => number; settled: () => void } {
     checkForwardArgs(op, config, maxContext, filled, ids, start);
     ahead = null; // a step launched ahead is superseded: this one runs after it on the stream
     if (ids.length === 1 && megakernel !== null && start < megakernelUntil) {
-      megakernel.step(ids[0]!, start);
-      const token = megakernel.result();
+      const mk = megakernel;
+      mk.step(ids[0]!, start);
       filled = start + 1;
-      return { logits: megakernel.logits, owned: false, greedy: () => token };
+      return { logits: mk.logits, owned: false, greedy: () => mk.result(), settled: () => void mk.result() };
     }
+    const settled = () => {};
     if (ids.length === 1) {
       const b = decode(ids[0]!, start);
       filled = start + 1;
-      return { logits: b.logits, owned: false, greedy: () => b.next.item() };
+      return { logits: b.logits, owned: false, greedy: () => b.next.item(), settled };
     }
     const logits = prefill(ids, start);
     filled = start + ids.length;
@@ -557,6 +563,7 @@ export function createLayeredEngine(
       logits,
       owned: true,
       greedy: () => argmax(logits.reshape([vocabSize]).slice(0, vocabLimit)).item(),
+      settled,
     };
   }
 
@@ -664,7 +671,9 @@ export function createLayeredEngine(
       const r = forward(ids, start);
       const f32 = r.logits.to('f32');
       try {
-        return f32.to('cpu').data as Float32Array;
+        const data = f32.to('cpu').data as Float32Array;
+        r.settled();
+        return data;
       } finally {
         if (f32 !== r.logits) f32.dispose();
         if (r.owned) r.logits.dispose();
@@ -680,12 +689,14 @@ export function createLayeredEngine(
       try {
         if (sampling.temperature === 0) return r.greedy();
         const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
-        return sample(row, {
+        const token = sample(row, {
           temperature: sampling.temperature,
           topK: sampling.topK,
           topP: sampling.topP,
           seed: stepSeed(sampling.seed, stepIndex),
         }).item();
+        r.settled();
+        return token;
       } finally {
         if (r.owned) r.logits.dispose();
       }
