@@ -25,7 +25,8 @@
  * one by one instead.
  *
  * With `megakernel: true` (the `megakernel` engine) decode steps instead run in the Qwen3 decode megakernel over the
- * same weights and cache (greedy steps several per launch, others one per launch); prefill stays as above.
+ * same weights and cache (greedy steps several per launch, others one per launch) up to the hand-off position
+ * (`megakernelUntil`), and in the graph above from there on; prefill stays as above.
  *
  * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
  * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
