@@ -87,8 +87,9 @@ export interface LayeredEngineOptions {
 /**
  * Where the megakernel alone stops beating the layered graph, measured per published dense shape on an H100 (bf16,
  * 128–256 decode tokens from each position, medians of 3; NOTES.md, v7, and docs/h100/megakernel-v7). Each entry is
- * the middle of the bracket where the ratio crossed 1: 0.6B 1.006× over 2,048–2,303 and 0.96× over 2,560–2,815;
- * 1.7B 1.02× at 1,536 and 0.985× at 2,048; 4B 1.01× at 128 and 0.99× at 256; 8B 1.01× at 512 and 0.99× at 1,024.
+ * the middle of the bracket where the ratio crossed 1: 1.7B 1.02× at 1,536 and 0.985× at 2,048; 4B 1.01× at 128
+ * and 0.99× at 256; 8B 1.01× at 512 and 0.99× at 1,024. For 0.6B, the run from 2,048 averaged 1.006× over positions
+ * 2,048–2,303 (and the one from 2,560 0.96×), so the crossover lies within it: its middle, 2,176.
  * Keyed by hidden size, layers, query heads, KV heads and FFN size.
  */
 const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
