@@ -18,7 +18,7 @@ import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine } from '../src/engine/index.js';
 import { QkContextError } from '../src/errors.js';
 import type { Engine, Qwen3Config } from '../src/types.js';
-import { closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
+import { argmaxOf as argmax, closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
 useCudaBackend(cudaCore);
@@ -86,12 +86,6 @@ function build(
 /** Whether two logit rows are the same bits. */
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
-
-function argmax(x: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
-  return best;
-}
 
 describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)', () => {
   for (const [name, config] of CONFIGS) {

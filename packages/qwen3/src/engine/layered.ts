@@ -100,7 +100,7 @@ const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }
 ];
 
 /** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
-const kUnmeasuredHandoff = 192;
+const kUnmeasuredHandoff = Math.min(...MEASURED_HANDOFFS.map((m) => m.position));
 
 /**
  * The decode position from which the megakernel engine runs decode steps in the layered graph instead: the
@@ -121,32 +121,35 @@ export function megakernelHandoff(config: Qwen3Config): number {
   return hit?.position ?? kUnmeasuredHandoff;
 }
 
-/** {@link LayeredEngineOptions.megakernelUntil}, checked. */
-function megakernelUntilOf(op: string, requested: number | undefined, config: Qwen3Config): number {
-  const env = process.env.QK_MEGAKERNEL_UNTIL;
-  const until = requested ?? (env !== undefined && env !== '' ? Number(env) : megakernelHandoff(config));
-  if (!Number.isSafeInteger(until) || until < 0) {
+/**
+ * An integer option of the engine: `requested`, else the environment variable `env` where it is set, else
+ * `fallback()`; checked to lie in [min, max] (no upper bound without `max`).
+ */
+function integerOption(
+  op: string,
+  name: string,
+  requested: number | undefined,
+  env: string,
+  fallback: () => number,
+  min: number,
+  max?: number,
+): number {
+  const raw = process.env[env];
+  const value = requested ?? (raw !== undefined && raw !== '' ? Number(raw) : fallback());
+  if (!Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
+    const range =
+      max !== undefined
+        ? `an integer in [${min}, ${max}]`
+        : min === 0
+          ? 'a non-negative integer'
+          : `an integer ≥ ${min}`;
     throw new QkValueError(
       op,
-      'megakernelUntil',
-      `must be a non-negative integer${requested === undefined ? ' (QK_MEGAKERNEL_UNTIL)' : ''}, got ${requested ?? env}.`,
+      name,
+      `must be ${range}${requested === undefined ? ` (${env})` : ''}, got ${requested ?? raw}.`,
     );
   }
-  return until;
-}
-
-/** {@link LayeredEngineOptions.megakernelSteps}, checked. */
-function megakernelStepsOf(op: string, requested: number | undefined): number {
-  const env = process.env.QK_MEGAKERNEL_STEPS;
-  const steps = requested ?? (env !== undefined && env !== '' ? Number(env) : 4);
-  if (!Number.isSafeInteger(steps) || steps < 1 || steps > Qwen3Megakernel.MAX_STEPS) {
-    throw new QkValueError(
-      op,
-      'megakernelSteps',
-      `must be an integer in [1, ${Qwen3Megakernel.MAX_STEPS}]${requested === undefined ? ' (QK_MEGAKERNEL_STEPS)' : ''}, got ${requested ?? env}.`,
-    );
-  }
-  return steps;
+  return value;
 }
 
 type T = Tensor<FloatDType>;
@@ -228,8 +231,27 @@ export function createLayeredEngine(
   if (!Number.isSafeInteger(vocabLimit) || vocabLimit < 1) {
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${options.vocabLimit}.`);
   }
-  const megakernelSteps = options.megakernel ? megakernelStepsOf(op, options.megakernelSteps) : 1;
-  const megakernelUntil = options.megakernel ? megakernelUntilOf(op, options.megakernelUntil, config) : 0;
+  const megakernelSteps = options.megakernel
+    ? integerOption(
+        op,
+        'megakernelSteps',
+        options.megakernelSteps,
+        'QK_MEGAKERNEL_STEPS',
+        () => 4,
+        1,
+        Qwen3Megakernel.MAX_STEPS,
+      )
+    : 1;
+  const megakernelUntil = options.megakernel
+    ? integerOption(
+        op,
+        'megakernelUntil',
+        options.megakernelUntil,
+        'QK_MEGAKERNEL_UNTIL',
+        () => megakernelHandoff(config),
+        0,
+      )
+    : 0;
   const dtype = weights.embed.dtype;
   const eps = config.rmsNormEps;
   const theta = config.ropeTheta;

@@ -1,4 +1,7 @@
-/** Helpers the GPU engine tests share: weights moved to the device, a logits trace, and closeness of two arrays. */
+/**
+ * Helpers the GPU engine tests share: weights moved to the device, a logits trace, closeness of two arrays and their
+ * argmax.
+ */
 import { type FloatDType, Tensor } from '@qk/ops';
 import { closeness } from '@qk/ops/testing';
 import type { Engine, Qwen3Weights } from '../../src/types.js';
@@ -32,4 +35,11 @@ export function closenessOf(got: Float32Array, want: Float32Array) {
     Tensor.fromStorage(got, [got.length], 'f32'),
     Tensor.fromStorage(want, [want.length], 'f32'),
   );
+}
+
+/** Index of the largest value (the first of equal ones). */
+export function argmaxOf(x: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i]! > x[best]!) best = i;
+  return best;
 }
