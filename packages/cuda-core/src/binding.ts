@@ -458,12 +458,20 @@ export interface Binding {
     trace?: DevicePtr,
   ): number;
   /**
-   * Queues one launch of `steps` (1–64, default 1) greedy decode steps on the op stream: step s feeds its argmax
-   * token to step s + 1 on the device, and the launch leaves `[last token, position + steps]` in `state`. Each
-   * step's token is published to pinned host memory as soon as it is known ({@link Binding.megakernelToken}).
-   * `steps` must be 1 for an instance that records a trace.
+   * Queues one launch of `steps` (1–64, default 1) decode steps on the op stream: step s feeds its token to step
+   * s + 1 on the device, and the launch leaves `[last token, position + steps]` in `state`. Each step's token is
+   * published to pinned host memory as soon as it is known ({@link Binding.megakernelToken}). The token is the
+   * argmax, or with `topK` in 1–64 a draw by `sample`'s rule (`temperature` > 0, `topP` in (0, 1]) with
+   * `uniforms[s]` (one value in [0, 1) per step). `steps` must be 1 for an instance that records a trace.
    */
-  megakernelLaunch(handle: number, steps?: number): void;
+  megakernelLaunch(
+    handle: number,
+    steps?: number,
+    topK?: number,
+    temperature?: number,
+    topP?: number,
+    uniforms?: Float64Array,
+  ): void;
   /**
    * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel
    * goes on. Returns `-code` ({@link MegakernelErrorCode}) when the launch failed. Throws when the launch ended

@@ -19,6 +19,7 @@ export {
   type MegakernelDims,
   type MegakernelLayer,
   type MegakernelPlan,
+  type MegakernelSampling,
   type MegakernelSpec,
   type MegakernelTraceSummary,
   megakernelPlan,

@@ -9,15 +9,19 @@ import {
   cudaAvailable,
   cudaDeviceInfo,
   megakernelPlan,
+  QkCudaError,
   QkDisposedError,
   QkValueError,
+  sample,
+  Tensor,
   useCudaBackend,
 } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
-import { createEngine } from '../src/engine/index.js';
+import { createEngine, stepSeed } from '../src/engine/index.js';
+import { pickToken } from '../src/engine/sampling.js';
 import { QkContextError } from '../src/errors.js';
-import type { Engine, Qwen3Config } from '../src/types.js';
+import type { Engine, Qwen3Config, SamplingParams } from '../src/types.js';
 import { argmaxOf as argmax, closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
@@ -73,10 +77,16 @@ function build(
   name: 'layered' | 'megakernel',
   config: Qwen3Config,
   seed: number,
-  options: { megakernelUntil?: number; megakernelSteps?: number; maxContext?: number } = {},
+  options: {
+    megakernelUntil?: number;
+    megakernelSteps?: number;
+    maxContext?: number;
+    vocabLimit?: number;
+  } = {},
 ): Engine {
   return createEngine(name, config, toCuda(randomWeights(config, seed, 'bf16')), {
     maxContext: options.maxContext ?? MAX_CONTEXT,
+    vocabLimit: options.vocabLimit,
     ...(name === 'megakernel'
       ? { megakernelUntil: options.megakernelUntil ?? MAX_CONTEXT, megakernelSteps: options.megakernelSteps }
       : {}),
@@ -151,6 +161,79 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
+  it('samples in the kernel: each step draws the token `sample` draws from its logits with its step seed', () => {
+    // Several steps per launch, each drawn on the device and fed to the next, against one step at a time through
+    // logits() and the sampling references: the CPU rule (pickToken) and the sampling kernels on the same row.
+    const cases: [number, { vocabLimit?: number }, SamplingParams][] = [
+      [0, {}, { temperature: 0.6, topK: 20, topP: 0.95, seed: 1 }],
+      [0, {}, { temperature: 1.3, topK: 64, topP: 1, seed: 2 }], // more than 32: two candidates per lane
+      [1, {}, { temperature: 1.3, topK: 48, topP: 0.99, seed: 7 }], // tied head: claimed and fixed alike
+      [2, {}, { temperature: 0.25, topK: 5, topP: 0.5, seed: 3 }],
+      [0, { vocabLimit: 900 }, { temperature: 2, topK: 33, topP: 0.9, seed: 4 }],
+      [2, { vocabLimit: 40 }, { temperature: 1, topK: 64, topP: 0.8, seed: 5 }], // top-k above the ids allowed
+      [1, {}, { temperature: 0.8, topK: 1, topP: 1, seed: 6 }], // top-k 1: the argmax, ties to the lower id
+    ];
+    const maxContext = 72;
+    for (const [which, extra, sampling] of cases) {
+      const config = CONFIGS[which]![1];
+      const limit = extra.vocabLimit ?? config.vocabSize;
+      const label = `${CONFIGS[which]![0]}, ${JSON.stringify({ ...sampling, ...extra })}`;
+      const mk = build('megakernel', config, 11 + which, { maxContext, megakernelSteps: 5, ...extra });
+      const plain = build('megakernel', config, 11 + which, { maxContext, ...extra });
+      const prompt = randomIds(9, config.vocabSize, 13 + which);
+      const got = [mk.next(prompt, 0, sampling, 0)];
+      for (let p = prompt.length; p < maxContext; p++)
+        got.push(mk.next([got.at(-1)!], p, sampling, got.length));
+      const want: number[] = [];
+      let logits = plain.logits(prompt, 0);
+      for (let step = 0; ; step++) {
+        const row = logits.slice(0, limit);
+        const drawn = pickToken(row, sampling, step);
+        const onDevice = sample(Tensor.fromStorage(row, [limit], 'f32').to('cuda'), {
+          temperature: sampling.temperature,
+          topK: sampling.topK,
+          topP: sampling.topP,
+          seed: stepSeed(sampling.seed, step),
+        }).item();
+        expect(onDevice, `${label}: step ${step}, the sampling kernels against the CPU rule`).toBe(drawn);
+        want.push(drawn);
+        const position = prompt.length + step;
+        if (position >= maxContext) break;
+        logits = plain.logits([drawn], position);
+      }
+      expect(got, label).toEqual(want);
+      expect(Math.max(...got), label).toBeLessThan(limit);
+      // Not a degenerate draw: with an untied head the logits are spread out and the tokens vary. (With the tied one,
+      // a token's own embedding row dominates the next logits, and a token often repeats itself.)
+      if (sampling.topK > 1 && !config.tieWordEmbeddings)
+        expect(new Set(got).size, `${label}: distinct tokens`).toBeGreaterThan(5);
+      mk.dispose();
+      plain.dispose();
+    }
+  });
+
+  it('a sampled step refuses NaN logits (as `sample` does) with an error, and the engine runs on after it', () => {
+    const config = CONFIGS[0]![1];
+    const weights = randomWeights(config, 19, 'bf16');
+    // One LM-head row of NaN (bf16 0x7fc0): that id's logit is NaN at every step.
+    const bits = weights.lmHead.data as Uint16Array;
+    bits.fill(0x7fc0, 123 * config.hiddenSize, 124 * config.hiddenSize);
+    const mk = createEngine('megakernel', config, toCuda(weights), {
+      maxContext: 32,
+      megakernelUntil: 32,
+    });
+    const sampling = { temperature: 0.7, topK: 20, topP: 0.95, seed: 1 };
+    const prompt = randomIds(6, config.vocabSize, 2);
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const first = mk.next(prompt, 0, greedy, 0);
+    expect(() => mk.next([first], 6, sampling, 1)).toThrow(QkCudaError);
+    expect(() => mk.next([first], 6, sampling, 1)).toThrow(/not usable/);
+    const logits = mk.logits([first], 6);
+    expect(Number.isNaN(logits[123]!)).toBe(true);
+    expect(logits.filter(Number.isNaN).length).toBe(1);
+    mk.dispose();
+  });
+
   it('claimed tiles (QK_MEGAKERNEL_CLAIM=1) give the same bits as fixed shares', () => {
     const config = CONFIGS[1]![1];
     const fixed = build('megakernel', config, 12);
@@ -173,12 +256,14 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
     }
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const run = (e: Engine) => {
-      const out = [e.next(ids.slice(0, 5), 0, greedy, 0)];
-      for (let p = 5; p < 40; p++) out.push(e.next([out.at(-1)!], p, greedy, out.length));
+    const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 8 };
+    const run = (e: Engine, s: SamplingParams) => {
+      const out = [e.next(ids.slice(0, 5), 0, s, 0)];
+      for (let p = 5; p < 40; p++) out.push(e.next([out.at(-1)!], p, s, out.length));
       return out;
     };
-    expect(run(claimed)).toEqual(run(fixed));
+    expect(run(claimed, greedy)).toEqual(run(fixed, greedy));
+    expect(run(claimed, sampled)).toEqual(run(fixed, sampled));
     fixed.dispose();
     claimed.dispose();
   });

@@ -3,6 +3,7 @@
 // at creation) and its epoch; JS keeps the tensors alive while the handle lives.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "../kernels/sampling.h"
 #include "../megakernel/qwen3_decode.h"
 #include "args.h"
 #include "registry.h"
@@ -227,12 +229,34 @@ Instance& instance_at(const Args& a, size_t i) {
   return it->second;
 }
 
-// megakernelLaunch(handle, steps = 1): queues `steps` greedy decode steps in one launch (reads state; writes the
-// logits of each step in turn, result, state; publishes each step's token to the host as it is made).
+// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms]): queues `steps` decode steps in one launch
+// (reads state; writes the logits of each step in turn, result, state; publishes each step's token to the host as it
+// is made). Each step takes its argmax, or with topK > 0 draws by `sample`'s rule (top-k ≤ 64, temperature > 0,
+// top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)).
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
-  return guard(info, "megakernelLaunch", [](const Args& a) -> Napi::Value {
+  return guard(info, "megakernelLaunch", [&info](const Args& a) -> Napi::Value {
     a.expect_count(1);
     const int steps = a.count() > 1 ? static_cast<int>(a.int64(1, "steps", 1, kMegakernelMaxSteps)) : 1;
+    const int top_k = a.count() > 2 ? static_cast<int>(a.int64(2, "topK", 0, kMegakernelMaxTopK)) : 0;
+    double temperature = 1.0, top_p = 1.0;
+    double uniforms[kMegakernelMaxSteps] = {};
+    if (top_k > 0) {
+      a.expect_count(6);
+      temperature = a.number(3, "temperature");
+      if (!(temperature > 0.0) || !std::isfinite(temperature)) a.fail("temperature", "must be a finite number > 0");
+      top_p = a.number(4, "topP");
+      if (!(top_p > 0.0 && top_p <= 1.0)) a.fail("topP", "must lie in (0, 1]");
+      const Napi::Value u = info[5];
+      if (!u.IsTypedArray() || u.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+        a.fail("uniforms", "must be a Float64Array");
+      Napi::Float64Array arr = u.As<Napi::Float64Array>();
+      if (arr.ElementLength() != static_cast<size_t>(steps))
+        a.fail("uniforms", "must hold one value per step (" + std::to_string(steps) + ")");
+      for (int s = 0; s < steps; s++) {
+        uniforms[s] = arr[static_cast<size_t>(s)];
+        if (!(uniforms[s] >= 0.0 && uniforms[s] < 1.0)) a.fail("uniforms", "must lie in [0, 1)");
+      }
+    }
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
@@ -242,6 +266,11 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     if (inst.last_epoch > UINT32_MAX - static_cast<uint32_t>(steps)) restart(inst, "megakernelLaunch");
     inst.args.epoch = inst.last_epoch + 1;
     inst.args.steps = steps;
+    inst.args.top_k = top_k;
+    inst.args.temperature = temperature;
+    inst.args.top_p = top_p;
+    inst.args.sample_scale = sample_weight_scale(inst.args.vocab_limit);
+    std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.started, stream()));
     launched("megakernelLaunch", launch_megakernel(inst.args, inst.plan, stream()));
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.finished, stream()));

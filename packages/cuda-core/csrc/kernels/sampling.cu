@@ -25,6 +25,7 @@
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
+#include "../common/sampling_rule.cuh"
 #include "sampling.h"
 
 namespace qk {
@@ -65,14 +66,8 @@ struct RowHeader {
 // makes them tie). NaN never reaches them.
 // ---------------------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ u32 order_key(float x) {
-  const u32 u = x == 0.f ? 0u : __float_as_uint(x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(u32 k) {
-  const u32 u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
-  return __uint_as_float(u);
-}
+__device__ __forceinline__ u32 order_key(float x) { return sample_order_key(x); }
+__device__ __forceinline__ float key_value(u32 k) { return sample_key_value(k); }
 constexpr u32 kNegInfKey = ~0xff800000u;  // order_key(-inf)
 
 template <typename T> struct Bits16;
@@ -105,25 +100,14 @@ template <typename T> __device__ __forceinline__ float bin_value(u32 bin) {
   return Bits16<T>::value(b);
 }
 
-/** Fixed-point weight round(exp((x − max) / T) · 2^S); the division (not a reciprocal) mirrors the reference. */
+/** Fixed-point weight round(exp((x − max) / T) · 2^S) (common/sampling_rule.cuh). */
 __device__ __forceinline__ u64 weight(float x, double maxv, double temperature, double scale) {
-  const double w = exp((static_cast<double>(x) - maxv) / temperature);
-  return __double2ull_rn(w * scale);
+  return sample_weight(x, maxv, temperature, scale);
 }
 
 __device__ __forceinline__ u64 warp_sum_u64(u64 v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-__device__ __forceinline__ u64 warp_inclusive_scan_u64(u64 v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const u64 t = __shfl_up_sync(0xffffffffu, v, off);
-    if (lane >= off) v += t;
-  }
   return v;
 }
 
@@ -775,17 +759,11 @@ cudaError_t argmax_dispatch(DType dtype, int32_t* out, const void* x, int64_t ro
   return cudaSuccess;
 }
 
-int ceil_log2(int64_t v) {
-  int b = 0;
-  while ((static_cast<int64_t>(1) << b) < v) b++;
-  return b;
-}
-
 template <typename T>
 cudaError_t launch_sample_typed(const SampleArgs& a, cudaStream_t stream) {
   unsigned char* ws = static_cast<unsigned char*>(a.workspace);
   u32* lists = reinterpret_cast<u32*>(ws + static_cast<size_t>(a.rows) * kHistStride);
-  const double scale = ldexp(1.0, 62 - ceil_log2(a.vocab));
+  const double scale = sample_weight_scale(a.vocab);
   QK_RETURN_IF_ERROR(cudaMemsetAsync(ws, 0, static_cast<size_t>(a.rows) * kHistStride, stream));
   const dim3 pre_grid(static_cast<unsigned>((a.vocab + kPreElems - 1) / kPreElems), static_cast<unsigned>(a.rows));
   const T* logits = static_cast<const T*>(a.logits);

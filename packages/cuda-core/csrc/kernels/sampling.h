@@ -1,6 +1,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -48,6 +49,16 @@ struct SampleArgs {
   void* workspace;         // sample_workspace_bytes(rows, vocab); unused (may be null) on the greedy path
   size_t workspace_bytes;
 };
+
+/**
+ * The scale of sample's fixed-point weights for a row of `vocab` candidates: 2^S with S = 62 − ⌈log2 vocab⌉, so
+ * any sum of weights (each ≤ 2^S) stays below 2^62.
+ */
+inline double sample_weight_scale(int64_t vocab) {
+  int bits = 0;
+  while ((static_cast<int64_t>(1) << bits) < vocab) bits++;
+  return std::ldexp(1.0, 62 - bits);
+}
 
 /** Scratch bytes of launch_sample (any dtype): a 16-bit-bin histogram and an index list per row. */
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);

@@ -1,6 +1,6 @@
-// The Qwen3 decode megakernel: whole batch-1 greedy decode steps (embedding row, every layer, final norm, LM head,
-// argmax) in one persistent, non-cooperative kernel; one launch runs 1…64 steps, each step's token feeding the next
-// on the device.
+// The Qwen3 decode megakernel: whole batch-1 decode steps (embedding row, every layer, final norm, LM head, argmax
+// or a top-k sample) in one persistent, non-cooperative kernel; one launch runs 1…64 steps, each step's token
+// feeding the next on the device.
 //
 // Shape of a launch: one block per SM, all resident (checked with the occupancy API before the first launch).
 // Each block has 7 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
@@ -30,9 +30,10 @@
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
-// Then the final RMSNorm and the LM head rows, each block keeping its best logit; the last block to arrive reduces
-// the blocks' bests and publishes the token: to the other blocks (the next step's embedding row) and to pinned host
-// memory, where the host reads it while the kernel goes on. The last step also leaves the state for the next
+// Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
+// best, merged per block); the last block to arrive reduces the blocks' bests (or merges their k best and draws
+// from them by `sample`'s rule, with the step's uniform) and publishes the token: to the other blocks (the next
+// step's embedding row) and to pinned host memory, where the host reads it while the kernel goes on. The last step also leaves the state for the next
 // launch. Rounding follows the layered engine (and HF): every projection output, norm output, SwiGLU output and
 // residual sum is rounded to bf16 once.
 //
@@ -43,10 +44,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
+#include "../common/sampling_rule.cuh"
 #include "qwen3_decode.h"
 
 namespace qk {
@@ -98,7 +101,10 @@ struct Layout {
   size_t layers_at;
   size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
   size_t part_acc_layer, part_ml_layer;
-  size_t arg, total;
+  size_t arg;
+  size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
+                          // whether it saw a NaN or +inf logit [grid] (u32)
+  size_t total;
 };
 
 __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -128,6 +134,10 @@ __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int 
   at += l.part_ml_layer * d.layers;
   l.arg = at;
   at = align_up(at + static_cast<size_t>(grid) * 8, 256);
+  l.cand = at;
+  at = align_up(at + static_cast<size_t>(grid) * kMegakernelMaxTopK * 8, 256);
+  l.cand_bad = at;
+  at = align_up(at + static_cast<size_t>(grid) * 4, 256);
   l.total = at;
   return l;
 }
@@ -707,6 +717,59 @@ struct Best {
 
 __device__ __forceinline__ bool better(float v, int i, const Best& b) { return v > b.v || (v == b.v && i < b.i); }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Sampling: a warp's best candidates
+
+/**
+ * A warp's `k` best sampling candidates so far, best first, held across its lanes: position p is `e0` of lane p
+ * (p < 32) or `e1` of lane p − 32. A candidate is the key (order key of its logit << 32 | ~id): keys order
+ * candidates as `sample` does (logit descending, then id ascending) and never tie. 0 marks an empty place (every
+ * logit's key is above it, −inf's too). `thr` is the key at position k − 1 (0 while fewer than k are held); `bad`:
+ * a NaN or +inf logit was seen.
+ */
+struct TopK {
+  unsigned long long e0, e1, thr;
+  int bad;
+};
+
+__device__ __forceinline__ unsigned long long candidate_key(float v, unsigned id) {
+  return (static_cast<unsigned long long>(sample_order_key(v)) << 32) | (0xffffffffu - id);
+}
+
+/** Inserts the (warp-uniform) key `c` where it ranks among the warp's `k` best; nothing when it ranks below them. */
+__device__ __forceinline__ void top_insert(TopK& t, unsigned long long c, int k) {
+  if (c <= t.thr) return;
+  const int lane = threadIdx.x & 31;
+  // c beats the k-th key, so it lands at a position < k, and the keys from that position on move down one place.
+  const int at = __popc(__ballot_sync(0xffffffffu, t.e0 > c)) + __popc(__ballot_sync(0xffffffffu, t.e1 > c));
+  const unsigned long long up0 = __shfl_up_sync(0xffffffffu, t.e0, 1);
+  const unsigned long long up1 = __shfl_up_sync(0xffffffffu, t.e1, 1);
+  const unsigned long long last0 = __shfl_sync(0xffffffffu, t.e0, 31);
+  if (32 + lane > at) t.e1 = lane == 0 ? last0 : up1;
+  else if (32 + lane == at) t.e1 = c;
+  if (lane > at) t.e0 = up0;
+  else if (lane == at) t.e0 = c;
+  t.thr = k <= 32 ? __shfl_sync(0xffffffffu, t.e0, k - 1) : __shfl_sync(0xffffffffu, t.e1, k - 33);
+}
+
+/** Offers logit `v` of id `id` (warp-uniform) to the warp's candidates. */
+__device__ __forceinline__ void top_consider(TopK& t, float v, unsigned id, int k) {
+  if (isnan(v) || v == INFINITY) {
+    t.bad = 1;
+    return;
+  }
+  top_insert(t, candidate_key(v, id), k);
+}
+
+/** Merges a list of keys, best first (at most `n`; 0 ends it early), into the warp's candidates. */
+__device__ __forceinline__ void top_merge_sorted(TopK& t, const unsigned long long* list, int n, int k) {
+  for (int p = 0; p < n; p++) {
+    const unsigned long long c = list[p];
+    if (c <= t.thr) break;  // the rest of the list ranks lower still
+    top_insert(t, c, k);
+  }
+}
+
 /** Where a stage's outputs go: the flagged buffer of the layer (nullptr for the LM head). */
 __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Layout& lay, int layer, int stage) {
   if (layer < 0) return nullptr;
@@ -727,7 +790,7 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
  */
 template <bool kGateUp>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
-                                          unsigned& seq, int layer, Best& best, int first_event) {
+                                          unsigned& seq, int layer, Best& best, TopK& top, int first_event) {
   if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
     if (first_event >= 0) stamp(a, first_event);
     return true;  // the producer issues nothing for this stage either
@@ -770,27 +833,36 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         up0 = warp_sum(up0);
         up1 = warp_sum(up1);
       }
-      if (lane == 0) {
-        const int64_t u = t0 + r;
+      const int64_t u = t0 + r;
+      if (stage < 0) {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
+        // Every lane holds the same sums (an xor-butterfly reduction): the warp offers them to its sampling
+        // candidates together; lane 0 writes the logits and keeps the argmax.
+        const float v0 = round_bf(acc0), v1 = round_bf(acc1);
+        const bool has1 = r + 1 < n;
+        if (lane == 0) {
+          bf16* logits = static_cast<bf16*>(a.logits);
+          logits[u] = to_bf(v0);
+          if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
+          if (has1) {
+            logits[u + 1] = to_bf(v1);
+            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best))
+              best = {v1, static_cast<int>(u + 1)};
+          }
+        }
+        if (a.top_k > 0) {
+          if (u < a.vocab_limit) top_consider(top, v0, static_cast<unsigned>(u), a.top_k);
+          if (has1 && u + 1 < a.vocab_limit) top_consider(top, v1, static_cast<unsigned>(u + 1), a.top_k);
+        }
+      } else if (lane == 0) {
         if constexpr (kGateUp) {
           const float s0 = acc0 / (1.f + __expf(-acc0)), s1 = acc1 / (1.f + __expf(-acc1));
           flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), b.epoch);
         } else if (stage == kQkv) {
           flag_store(out, u / 2, pack_bf2(acc0, acc1), b.epoch);
-        } else if (stage == kO || stage == kDown) {
+        } else {  // O and down
           const float r0 = round_bf(acc0) + bf(b.res[u]);
           const float r1 = round_bf(acc1) + bf(b.res[u + 1]);
           flag_store(out, u / 2, pack_bf2(r0, r1), b.epoch);
-        } else {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
-          bf16* logits = static_cast<bf16*>(a.logits);
-          const float v0 = round_bf(acc0), v1 = round_bf(acc1);
-          logits[u] = to_bf(v0);
-          if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
-          if (r + 1 < n) {
-            logits[u + 1] = to_bf(v1);
-            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best))
-              best = {v1, static_cast<int>(u + 1)};
-          }
         }
       }
     }
@@ -1072,9 +1144,46 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
+ * The arrival of this block (thread 0) at the end of a step; whether it is the last. The last one resets the counter
+ * and clears the step's claim counters; its fence orders the other blocks' writes before its reads.
+ */
+__device__ __forceinline__ bool step_arrive(const MegakernelArgs& a, const Block& b) {
+  __threadfence();
+  const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
+  if (arrived != gridDim.x - 1) return false;
+  atomicExch(b.sync + kArgmaxCounter, 0u);
+  if (a.claim != 0) {
+    // Every tile of this step has been claimed and consumed: its claim counters are free for the step two ahead.
+    unsigned* claims = b.sync + kClaimCounters + (b.epoch & 1) * kClaimsPerSet;
+    for (int i = 0; i < kClaimsPerSet; i++) claims[i] = 0;
+  }
+  __threadfence();
+  return true;
+}
+
+/**
+ * Publishes the step's token (one thread): to the host, and to the other blocks for the next step (or, on the
+ * launch's last step, as the state the next launch starts from).
+ */
+__device__ __forceinline__ void publish_token(const MegakernelArgs& a, const Block& b, int token, int step, int pos) {
+  stamp(a, static_cast<int>(a.dims.layers) * kMegakernelTraceEventsPerLayer + 2);
+  const unsigned long long tagged = (static_cast<unsigned long long>(b.epoch) << 32) | static_cast<unsigned>(token);
+  host_store(b.host + 1 + step, tagged);
+  if (step + 1 < a.steps) {
+    // The other blocks wait for this word before the next step's embedding row: everything they read of this step
+    // (the cache rows, the flagged words) was written before their arrivals.
+    flag_store(b.sync + kTokenWord, 0, static_cast<unsigned>(token), b.epoch);
+  } else {
+    a.result[0] = token;
+    a.state[0] = token;
+    a.state[1] = pos + 1;
+  }
+}
+
+/**
  * One step's argmax: the block's best over its LM-head rows, then an arrival; the last block to arrive reduces the
- * blocks' bests and publishes the token (to the other blocks for the next step, and to the host). This thread's
- * verdict (false: no finite logit, the launch aborts); the caller combines them with block_ok.
+ * blocks' bests and publishes the token. This thread's verdict (false: no finite logit, the launch aborts); the
+ * caller combines them with block_ok.
  */
 __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block& b, const Layout& lay, Best best,
                                             int step, int pos) {
@@ -1096,16 +1205,7 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
   int* arg_i = reinterpret_cast<int*>(arg_v + gridDim.x);
   arg_v[blockIdx.x] = blk.v;
   arg_i[blockIdx.x] = blk.i;
-  __threadfence();
-  const unsigned arrived = atomicAdd(b.sync + kArgmaxCounter, 1u);
-  if (arrived != gridDim.x - 1) return true;
-  atomicExch(b.sync + kArgmaxCounter, 0u);
-  if (a.claim != 0) {
-    // Every tile of this step has been claimed and consumed: its claim counters are free for the step two ahead.
-    unsigned* claims = b.sync + kClaimCounters + (b.epoch & 1) * kClaimsPerSet;
-    for (int i = 0; i < kClaimsPerSet; i++) claims[i] = 0;
-  }
-  __threadfence();
+  if (!step_arrive(a, b)) return true;
   Best all{-INFINITY, INT32_MAX};
   for (unsigned q = 0; q < gridDim.x; q++) {
     const float v = __ldcg(arg_v + q);
@@ -1116,18 +1216,131 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
     fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
     return false;
   }
-  stamp(a, static_cast<int>(a.dims.layers) * kMegakernelTraceEventsPerLayer + 2);
-  const unsigned long long tagged = (static_cast<unsigned long long>(b.epoch) << 32) | static_cast<unsigned>(all.i);
-  host_store(b.host + 1 + step, tagged);
-  if (step + 1 < a.steps) {
-    // The other blocks wait for this word before the next step's embedding row: everything they read of this step
-    // (the cache rows, the flagged words) was written before their arrivals above.
-    flag_store(b.sync + kTokenWord, 0, static_cast<unsigned>(all.i), b.epoch);
-  } else {
-    a.result[0] = all.i;
-    a.state[0] = all.i;
-    a.state[1] = pos + 1;
+  publish_token(a, b, all.i, step, pos);
+  return true;
+}
+
+/** consumer_sync() that also returns whether `v` is true on any consumer thread. */
+__device__ __forceinline__ bool consumer_sync_or(bool v) {
+  unsigned r;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, 1, %2, p;\n selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(r)
+      : "r"(static_cast<unsigned>(v)), "n"(kConsumers)
+      : "memory");
+  return r != 0;
+}
+
+/** The first position p < 64 where the warp-wide predicate holds (p0: position lane, p1: 32 + lane), or `none`. */
+__device__ __forceinline__ int first_position(bool p0, bool p1, int none) {
+  const unsigned h0 = __ballot_sync(0xffffffffu, p0), h1 = __ballot_sync(0xffffffffu, p1);
+  return h0 != 0 ? __ffs(h0) - 1 : h1 != 0 ? 32 + __ffs(h1) - 1 : none;
+}
+
+/** Lists of other blocks a warp of the last block loads together (their L2 round trips overlap). */
+constexpr int kListBatch = 10;
+constexpr int kMaxTopK = kMegakernelMaxTopK;
+static_assert(kMaxTopK == 64, "a warp's candidates are two keys per lane");
+static_assert(kConsumerWarps * kMaxTopK * 8 <= kAttnScratchFloats * 4, "the warps' lists fit the scratch");
+
+/**
+ * One step's sample (a.top_k = k > 0), by `sample`'s rule (MegakernelArgs), over the ids below vocab_limit:
+ *   1. Each warp has kept its k best logits of the LM head (top_consider); warp 0 merges the block's warps' lists
+ *      and publishes the block's k best, then the block arrives.
+ *   2. The last block to arrive merges every block's list into the step's k best (the global top-k: each of them is
+ *      among its own block's k best), warp w taking blocks w, w + 7, …, then warp 0 the warps' lists.
+ *   3. Warp 0 draws: integer weights and their prefix sums across the lanes, the nucleus and the drawn position by
+ *      ballots, the same comparisons in float64 as the sampling kernels make.
+ * This thread's verdict (false: a NaN or +inf logit, or all −inf; the launch aborts); combined by block_ok.
+ */
+__device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block& b, const Layout& lay, TopK top,
+                                            int step, int pos) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int k = a.top_k;
+  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
+  unsigned long long* cand = reinterpret_cast<unsigned long long*>(ws + lay.cand);
+  unsigned* cand_bad = reinterpret_cast<unsigned*>(ws + lay.cand_bad);
+  // The warps' lists, in the attention scratch (the LM head's input there is read by no one past the first sync).
+  unsigned long long* lists = reinterpret_cast<unsigned long long*>(b.scratch);
+  const bool block_bad = consumer_sync_or(top.bad != 0);
+  lists[warp * kMaxTopK + lane] = top.e0;
+  lists[warp * kMaxTopK + 32 + lane] = top.e1;
+  consumer_sync();
+  if (warp == 0) {
+    for (int w = 1; w < kConsumerWarps; w++) top_merge_sorted(top, lists + w * kMaxTopK, k, k);
+    unsigned long long* mine = cand + static_cast<size_t>(blockIdx.x) * kMaxTopK;
+    mine[lane] = top.e0;
+    mine[32 + lane] = top.e1;
+    if (lane == 0) cand_bad[blockIdx.x] = block_bad ? 1u : 0u;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) b.flag[3] = step_arrive(a, b) ? 1 : 0;
   }
+  consumer_sync();
+  if (b.flag[3] == 0) return true;
+
+  TopK all{0ull, 0ull, 0ull, 0};
+  bool bad = false;
+  for (unsigned q0 = warp; q0 < gridDim.x; q0 += kConsumerWarps * kListBatch) {
+    unsigned long long r0[kListBatch], r1[kListBatch];
+#pragma unroll
+    for (int j = 0; j < kListBatch; j++) {
+      const unsigned q = q0 + j * kConsumerWarps;
+      r0[j] = r1[j] = 0ull;
+      if (q < gridDim.x) {
+        const unsigned long long* list = cand + static_cast<size_t>(q) * kMaxTopK;
+        r0[j] = __ldcg(list + lane);
+        if (k > 32) r1[j] = __ldcg(list + 32 + lane);
+        if (lane == 0) bad = bad || __ldcg(cand_bad + q) != 0;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kListBatch; j++) {
+      for (int p = 0; p < k; p++) {
+        const unsigned long long c = p < 32 ? __shfl_sync(0xffffffffu, r0[j], p) : __shfl_sync(0xffffffffu, r1[j], p - 32);
+        if (c <= all.thr) break;
+        top_insert(all, c, k);
+      }
+    }
+  }
+  consumer_sync();  // warp 0 has read the block's lists above
+  lists[warp * kMaxTopK + lane] = all.e0;
+  lists[warp * kMaxTopK + 32 + lane] = all.e1;
+  bad = consumer_sync_or(bad);
+  if (warp != 0) return true;
+  for (int w = 1; w < kConsumerWarps; w++) top_merge_sorted(all, lists + w * kMaxTopK, k, k);
+
+  const int kept = static_cast<int>(min(static_cast<int64_t>(k), a.vocab_limit));
+  const float maxf = sample_key_value(static_cast<unsigned>(__shfl_sync(0xffffffffu, all.e0, 0) >> 32));
+  if (bad || maxf == -INFINITY) {
+    if (lane == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
+    return false;
+  }
+  const double maxv = maxf;
+  const auto weight_of = [&](unsigned long long key, int p) {
+    return p < kept ? sample_weight(sample_key_value(static_cast<unsigned>(key >> 32)), maxv, a.temperature,
+                                    a.sample_scale)
+                    : 0ull;
+  };
+  // Cumulative weights through positions lane (c0) and 32 + lane (c1).
+  const unsigned long long c0 = warp_inclusive_scan_u64(weight_of(all.e0, lane));
+  const unsigned long long c1 = warp_inclusive_scan_u64(weight_of(all.e1, 32 + lane)) + __shfl_sync(0xffffffffu, c0, 31);
+  const auto through = [&](int p) {
+    return static_cast<double>(p < 32 ? __shfl_sync(0xffffffffu, c0, p) : __shfl_sync(0xffffffffu, c1, p - 32));
+  };
+  const double w0 = static_cast<double>(c0), w1 = static_cast<double>(c1);
+  int nucleus = kept - 1;
+  if (a.top_p < 1.0) {  // the first position whose cumulative weight reaches top_p of the kept weight
+    const double x = a.top_p * through(kept - 1);
+    nucleus = first_position(lane < kept && w0 >= x, 32 + lane < kept && w1 >= x, nucleus);
+  }
+  // The first position whose cumulative weight exceeds u · (the nucleus weight); the nucleus's last if rounding
+  // leaves none.
+  const double target = a.uniforms[step] * through(nucleus);
+  const int chosen = first_position(lane <= nucleus && w0 > target, 32 + lane <= nucleus && w1 > target, nucleus);
+  const unsigned long long key =
+      chosen < 32 ? __shfl_sync(0xffffffffu, all.e0, chosen) : __shfl_sync(0xffffffffu, all.e1, chosen - 32);
+  if (lane == 0) publish_token(a, b, static_cast<int>(0xffffffffu - static_cast<unsigned>(key)), step, pos);
   return true;
 }
 
@@ -1206,6 +1419,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     }
     b.embed_row = static_cast<const bf16*>(a.embed) + static_cast<int64_t>(token) * d.hidden;
     Best best{-INFINITY, INT32_MAX};
+    TopK top{0ull, 0ull, 0ull, 0};
     const int len = pos + 1;
     const int chunks = attention_chunks(d, pos);
     const int chunk_len = (len + chunks - 1) / chunks;
@@ -1228,7 +1442,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
       stamp(a, ev + 1);
-      if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, ev + 2)) return;
+      if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, top, ev + 2)) return;
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
@@ -1251,19 +1465,19 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
           !stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD))
         return;
       stamp(a, ev + 8);
-      if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, ev + 9)) return;
+      if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, top, ev + 9)) return;
       stamp(a, ev + 10);
       // 4. RMSNorm + gate/up + SwiGLU
       if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
                             a.eps))
         return;
       stamp(a, ev + 11);
-      if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, ev + 12)) return;
+      if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, top, ev + 12)) return;
       stamp(a, ev + 13);
       // 5. Down projection + residual
       if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
       stamp(a, ev + 14);
-      if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, ev + 15)) return;
+      if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, top, ev + 15)) return;
       stamp(a, ev + 16);
     }
 
@@ -1273,9 +1487,10 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                           static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
       return;
     stamp(a, ev_end);
-    if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, -1)) return;
+    if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, top, -1)) return;
     stamp(a, ev_end + 1);
-    const bool ok = step_argmax(a, b, lay, best, step, pos);
+    const bool ok =
+        a.top_k > 0 ? step_sample(a, b, lay, top, step, pos) : step_argmax(a, b, lay, best, step, pos);
     if (step + 1 < a.steps && !block_ok(b, ok)) return;
   }
 }
@@ -1336,8 +1551,15 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
 
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream) {
   if (args.slots != plan.slots || args.slot_bytes != static_cast<int64_t>(plan.slot_bytes) || args.steps < 1 ||
-      args.steps > kMegakernelMaxSteps || args.inflight < 0)
+      args.steps > kMegakernelMaxSteps || args.inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK)
     return cudaErrorInvalidValue;
+  if (args.top_k > 0) {
+    if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||
+        !(args.sample_scale > 0.0))
+      return cudaErrorInvalidValue;
+    for (int s = 0; s < args.steps; s++)
+      if (!(args.uniforms[s] >= 0.0 && args.uniforms[s] < 1.0)) return cudaErrorInvalidValue;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(plan.grid);
   config.blockDim = dim3(plan.threads);

@@ -1,5 +1,5 @@
 // The Qwen3 decode megakernel: one persistent kernel runs a whole batch-1 decode step of a dense Qwen3 model
-// (embedding row → layers → final norm → LM head → argmax). See qwen3_decode.cu for the design and NOTES.md for
+// (embedding row → layers → final norm → LM head → argmax, or a top-k sample). See qwen3_decode.cu for the design and NOTES.md for
 // the measurements behind it.
 #pragma once
 #include <cuda_runtime.h>
@@ -15,8 +15,10 @@ constexpr int64_t kMegakernelHeadDim = 128;
 constexpr int kMegakernelMaxLayers = 40;
 /** Query heads per KV head (GQA group) the attention stage serves: Qwen3-0.6B/1.7B have 2, 4B/8B have 4. */
 constexpr int64_t kMegakernelMaxGroup = 4;
-/** Greedy decode steps one launch may run (each step's token feeds the next one on the device). */
+/** Decode steps one launch may run (each step's token feeds the next one on the device). */
 constexpr int kMegakernelMaxSteps = 64;
+/** The largest top-k the kernel samples with (Qwen3's recommended top-k is 20); larger ones, or none, are refused. */
+constexpr int kMegakernelMaxTopK = 64;
 
 /** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
 struct MegakernelLayer {
@@ -68,7 +70,7 @@ struct MegakernelArgs {
   // Host-mapped words the host polls while the launch runs: [0] = (epoch << 32) | error code of a failed launch,
   // [1 + s] = (epoch + s) << 32 | the token of step s, written the moment the step's argmax is known.
   uint64_t* host = nullptr;
-  int steps = 1;                     // greedy steps of this launch, 1…kMegakernelMaxSteps
+  int steps = 1;                     // decode steps of this launch, 1…kMegakernelMaxSteps
   int slots = 0;                     // the plan's ring (MegakernelPlan::slots, slot_bytes)
   int64_t slot_bytes = 0;
   int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
@@ -76,7 +78,16 @@ struct MegakernelArgs {
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
-  int64_t vocab_limit = 0;           // argmax over ids below this
+  int64_t vocab_limit = 0;           // argmax (or sample) over ids below this
+  // Sampling (top_k > 0), by `sample`'s rule over the ids below vocab_limit: candidates in (logit descending, index
+  // ascending) order, the first top_k kept, fixed-point weights round(exp((x − max)/T) · sample_scale), the shortest
+  // prefix reaching top_p of the kept weight, then the first candidate whose cumulative weight exceeds
+  // uniforms[s] · (the prefix's weight). top_k 0: argmax.
+  int top_k = 0;                     // 0 (argmax) or 1…kMegakernelMaxTopK
+  double temperature = 1.0;          // > 0
+  double top_p = 1.0;                // (0, 1]
+  double sample_scale = 0.0;         // sample_weight_scale(vocab_limit)
+  double uniforms[kMegakernelMaxSteps] = {};  // step s draws with uniforms[s], in [0, 1)
   float eps = 1e-6f;
   uint32_t epoch = 0;                // tags step 0's flagged words; step s uses epoch + s (never 0: the host skips it)
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
@@ -101,7 +112,8 @@ enum class MegakernelError : int32_t {
   Timeout = 1,         // a wait exceeded timeout_ns (a block never arrived: the GPU is shared, or a bug)
   BadPosition = 2,     // state[1] outside [0, max_context)
   BadToken = 3,        // state[0] outside [0, vocab)
-  NonFinite = 4,       // no finite logit among the ids below vocab_limit
+  NonFinite = 4,       // argmax: no finite logit among the ids below vocab_limit; sampling: a NaN or +inf logit
+                       // among them, or all of them −inf
 };
 
 /**
@@ -112,7 +124,10 @@ enum class MegakernelError : int32_t {
  */
 cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, const char** why, size_t slot_bytes = 0);
 
-/** Queues one launch of `args.steps` greedy decode steps. `plan` must come from megakernel_plan for the same dims. */
+/**
+ * Queues one launch of `args.steps` decode steps (argmax, or sampling when `args.top_k` > 0). `plan` must come from
+ * megakernel_plan for the same dims.
+ */
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream);
 
 }  // namespace qk

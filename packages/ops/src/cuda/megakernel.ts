@@ -122,11 +122,26 @@ export interface MegakernelTraceSummary {
   readonly stepUs: number;
 }
 
+/**
+ * How the steps of a launch draw their tokens, by {@link sample}'s rule over the ids below the vocabulary limit
+ * (top-k at most {@link Qwen3Megakernel.MAX_TOP_K}; a larger top-k, or none, is not served in the kernel).
+ */
+export interface MegakernelSampling {
+  /** > 0 (0 is greedy: launch without sampling). */
+  readonly temperature: number;
+  /** 1 … {@link Qwen3Megakernel.MAX_TOP_K}. */
+  readonly topK: number;
+  /** In (0, 1]. */
+  readonly topP: number;
+  /** Step s of the launch draws with `uniforms[s]`, in [0, 1): one per step. */
+  readonly uniforms: Float64Array;
+}
+
 const ERRORS: Record<number, string> = {
   1: 'a block waited longer than the timeout for the others (is another program using this GPU? Then the megakernel cannot keep all its blocks resident; use the layered engine)',
   2: 'the position is outside the KV cache',
   3: 'the token id is outside the vocabulary',
-  4: 'no logit was finite (the weights or activations hold NaN or infinity)',
+  4: 'the logits are not usable: none is finite, or (sampling) one is NaN or +infinity (the weights or activations hold NaN or infinity)',
 };
 
 /**
@@ -147,10 +162,37 @@ function defaultTimeoutMs(): number {
   return Number.isSafeInteger(n) && n > 0 ? n : 2000;
 }
 
+function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
+  const most = Qwen3Megakernel.MAX_TOP_K;
+  if (!Number.isSafeInteger(s.topK) || s.topK < 1 || s.topK > most) {
+    throw new QkValueError(
+      op,
+      'sampling.topK',
+      `must be an integer in [1, ${most}] (the kernel samples from at most ${most} candidates), got ${s.topK}.`,
+    );
+  }
+  if (!(Number.isFinite(s.temperature) && s.temperature > 0)) {
+    throw new QkValueError(op, 'sampling.temperature', `must be a finite number > 0, got ${s.temperature}.`);
+  }
+  if (!(s.topP > 0 && s.topP <= 1)) {
+    throw new QkValueError(op, 'sampling.topP', `must lie in (0, 1], got ${s.topP}.`);
+  }
+  if (!(s.uniforms instanceof Float64Array) || s.uniforms.length !== steps) {
+    throw new QkValueError(
+      op,
+      'sampling.uniforms',
+      `must be a Float64Array of one value per step (${steps}).`,
+    );
+  }
+  for (const u of s.uniforms) {
+    if (!(u >= 0 && u < 1)) throw new QkValueError(op, 'sampling.uniforms', `must lie in [0, 1), got ${u}.`);
+  }
+}
+
 /**
- * A megakernel instance: `launch(token, position, steps)` queues greedy decode steps in one kernel launch and
- * `token(i)` waits for step i's argmax token, which the kernel publishes while it goes on; `step` / `result` are
- * the one-step form. `logits` holds the last step's logits. The tensors of the spec must stay alive until
+ * A megakernel instance: `launch(token, position, steps, sampling?)` queues decode steps in one kernel launch
+ * (argmax, or top-k sampling) and `token(i)` waits for step i's token, which the kernel publishes while it goes
+ * on; `step` / `result` are the one-step form. `logits` holds the last step's logits. The tensors of the spec must stay alive until
  * `dispose()`.
  */
 export class Qwen3Megakernel {
@@ -293,10 +335,13 @@ export class Qwen3Megakernel {
     return this.#handle;
   }
 
-  /** Greedy steps one launch may run. */
+  /** Decode steps one launch may run. */
   static readonly MAX_STEPS = 64;
 
-  /** Greedy steps one launch of this instance may run: 1 when it records a trace, else {@link MAX_STEPS}. */
+  /** The largest top-k a launch samples with in the kernel. */
+  static readonly MAX_TOP_K = 64;
+
+  /** Decode steps one launch of this instance may run: 1 when it records a trace, else {@link MAX_STEPS}. */
   get maxSteps(): number {
     return this.#trace !== null ? 1 : Qwen3Megakernel.MAX_STEPS;
   }
@@ -310,12 +355,13 @@ export class Qwen3Megakernel {
   }
 
   /**
-   * Queues `steps` greedy decode steps in one launch, from `token` at `position`: each step's argmax token is the
-   * next step's input, on the device, and each is published to the host the moment it is made ({@link token}).
-   * The cache rows position … position + steps − 1 are written; `logits` ends with the last step's. An instance
-   * that records a trace runs one step per launch.
+   * Queues `steps` decode steps in one launch, from `token` at `position`: each step's token (its argmax, or with
+   * `sampling` a draw by {@link sample}'s rule with that step's uniform) is the next step's input, on the device,
+   * and each is published to the host the moment it is made ({@link token}). The cache rows position …
+   * position + steps − 1 are written; `logits` ends with the last step's. An instance that records a trace runs one
+   * step per launch.
    */
-  launch(token: number, position: number, steps: number): void {
+  launch(token: number, position: number, steps: number, sampling?: MegakernelSampling): void {
     const op = 'Qwen3Megakernel.launch';
     const h = this.#live('launch');
     if (!Number.isSafeInteger(token) || token < 0 || token >= this.#vocab) {
@@ -335,13 +381,25 @@ export class Qwen3Megakernel {
         `${steps} steps from position ${position} run past the KV cache (${this.#maxContext} rows).`,
       );
     }
+    if (sampling !== undefined) checkSampling(op, sampling, steps);
     const e = this.#expected;
     if (e === null || e.token !== token || e.position !== position) {
       this.#state.copyFrom(Tensor.fromStorage(Int32Array.of(token, position), [2], 'i32'));
     }
     this.#expected = null;
     this.#launched = null;
-    nativeCall(op, () => cudaBinding(op).megakernelLaunch(h, steps));
+    nativeCall(op, () =>
+      sampling === undefined
+        ? cudaBinding(op).megakernelLaunch(h, steps)
+        : cudaBinding(op).megakernelLaunch(
+            h,
+            steps,
+            sampling.topK,
+            sampling.temperature,
+            sampling.topP,
+            sampling.uniforms,
+          ),
+    );
     this.#launched = { position, steps };
   }
 
@@ -376,7 +434,7 @@ export class Qwen3Megakernel {
     return got;
   }
 
-  /** Waits for the last step of the last launch and returns its argmax token (see {@link token}). */
+  /** Waits for the last step of the last launch and returns its token (see {@link token}). */
   result(): number {
     const launched = this.#launched;
     return this.token(launched === null ? 0 : launched.steps - 1);

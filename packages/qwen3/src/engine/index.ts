@@ -25,8 +25,8 @@ export interface EngineOptions {
   /** Only ids below this are generated (default: the whole vocabulary); pass the tokenizer's `vocabSize`. */
   readonly vocabLimit?: number;
   /**
-   * `megakernel` only: greedy decode steps per kernel launch, 1–64 (default 4, or QK_MEGAKERNEL_STEPS). Tokens
-   * still reach the caller one at a time, as the kernel makes them.
+   * `megakernel` only: decode steps per kernel launch, 1–64 (default 4, or QK_MEGAKERNEL_STEPS), greedy or sampled
+   * with a top-k of at most 64. Tokens still reach the caller one at a time, as the kernel makes them.
    */
   readonly megakernelSteps?: number;
   /**

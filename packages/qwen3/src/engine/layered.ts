@@ -10,11 +10,13 @@
  * is captured per bucket reached, on first use (measured on an H100, Qwen3-0.6B at position 128: 1,056 µs per
  * step attending over a 4,353-row cache, 1,024 µs over a 256-row bucket).
  *
- * Greedy decoding runs ahead (both the layered graph and the megakernel): once `next()` has read the last token
- * queued, it queues the steps that feed that token back from the next position, and returns. The caller's own work
- * on the token (detokenising, streaming, the event loop) then overlaps the GPU instead of leaving it idle between
- * steps. The layered graph queues one step; the megakernel runs several greedy steps per launch (`megakernelSteps`),
- * each step's token feeding the next on the device and reaching the host as soon as it is made. A following call
+ * Greedy decoding runs ahead (both the layered graph and the megakernel), and so does sampling in the megakernel
+ * (top-k ≤ 64): once `next()` has read the last token queued, it queues the steps that feed that token back from the
+ * next position, and returns. The caller's own work on the token (detokenising, streaming, the event loop) then
+ * overlaps the GPU instead of leaving it idle between steps. The layered graph queues one greedy step; the
+ * megakernel runs several steps per launch (`megakernelSteps`), each step's token feeding the next on the device
+ * and reaching the host as soon as it is made. A sampled step there draws in the kernel with the uniform of its
+ * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. A following call
  * that asks for a queued step (the next position, with the token the previous step made) waits for it; any other
  * call runs after the queued steps on the same stream and overwrites what they wrote (their KV rows lie past the
  * filled length, so nothing reads them).
@@ -44,6 +46,7 @@ import {
   QkValueError,
   Qwen3Megakernel,
   qkNormRopeAppend,
+  Rng,
   rmsnormLinear,
   sample,
   scatterRows,
@@ -69,7 +72,8 @@ export interface LayeredEngineOptions {
    */
   readonly megakernel?: boolean;
   /**
-   * Greedy decode steps per megakernel launch, 1–64 (default 4, or the environment variable QK_MEGAKERNEL_STEPS).
+   * Decode steps per megakernel launch, 1–64 (default 4, or the environment variable QK_MEGAKERNEL_STEPS): greedy
+   * steps, and sampled ones with a top-k of at most 64.
    * Tokens still reach the caller one by one as the kernel makes them; a generation that stops inside a launch
    * leaves its remaining steps to finish before the next GPU work.
    */
@@ -153,6 +157,31 @@ function integerOption(
 }
 
 type T = Tensor<FloatDType>;
+
+/** How queued decode steps draw their tokens: by `sampling`, the first of them with the seed of step index `step`. */
+interface Draw {
+  readonly sampling: SamplingParams;
+  readonly step: number;
+}
+
+/** Whether the megakernel draws tokens by these parameters itself (a top-k of at most 64; temperature > 0). */
+function sampledInKernel(s: SamplingParams): boolean {
+  return s.temperature > 0 && s.topK >= 1 && s.topK <= Qwen3Megakernel.MAX_TOP_K;
+}
+
+/** Whether step `k` of steps queued drawing by `queued` draws as `wanted` asks (both greedy, or the same sampling). */
+function sameDraw(queued: Draw | null, wanted: Draw | null, k: number): boolean {
+  if (queued === null || wanted === null) return queued === wanted;
+  const a = queued.sampling;
+  const b = wanted.sampling;
+  return (
+    a.temperature === b.temperature &&
+    a.topK === b.topK &&
+    a.topP === b.topP &&
+    a.seed === b.seed &&
+    queued.step + k === wanted.step
+  );
+}
 
 interface Layer {
   inputNorm: T;
@@ -323,10 +352,17 @@ export function createLayeredEngine(
   /** The cache rows the decode step being run or captured attends over. */
   let stepRows = maxContext;
   /**
-   * The greedy decode steps queued ahead by `next()` (see the file header): `steps` of them from `position`;
-   * `inputs[k]` is the token step k was fed, known for the steps whose predecessor's token has been read.
+   * The decode steps queued ahead by `next()` (see the file header): `steps` of them from `position`; `inputs[k]`
+   * is the token step k was fed, known for the steps whose predecessor's token has been read; `draw`: how they
+   * pick their tokens (null: greedy).
    */
-  let ahead: { position: number; steps: number; inputs: number[]; inMegakernel: boolean } | null = null;
+  let ahead: {
+    position: number;
+    steps: number;
+    inputs: number[];
+    inMegakernel: boolean;
+    draw: Draw | null;
+  } | null = null;
   let filled = 0;
   let disposed = false;
 
@@ -595,10 +631,11 @@ export function createLayeredEngine(
   const inMegakernel = (position: number) => megakernel !== null && position < megakernelUntil;
 
   /**
-   * Queues greedy decode steps from `id` at `position`: one megakernel launch of up to `megakernelSteps` steps
-   * (stopping at the hand-off position), or one replay of the layered graph. Returns the steps queued.
+   * Queues decode steps from `id` at `position`: one megakernel launch of up to `megakernelSteps` steps (stopping
+   * at the hand-off position), greedy or drawing by `draw` (step k with the uniform of step index
+   * `draw.step + k`), or one greedy replay of the layered graph. Returns the steps queued.
    */
-  function queueDecode(id: number, position: number): number {
+  function queueDecode(id: number, position: number, draw: Draw | null): number {
     if (megakernel === null || !inMegakernel(position)) {
       decode(id, position);
       return 1;
@@ -609,7 +646,15 @@ export function createLayeredEngine(
       maxContext - position,
       megakernelUntil - position,
     );
-    megakernel.launch(id, position, steps);
+    if (draw === null) megakernel.launch(id, position, steps);
+    else {
+      const { temperature, topK, topP, seed } = draw.sampling;
+      // The uniform `sample` draws for one row with the step's seed: the first of a fresh generator's stream.
+      const uniforms = Float64Array.from({ length: steps }, (_, k) =>
+        new Rng(stepSeed(seed, draw.step + k)).nextFloat(),
+      );
+      megakernel.launch(id, position, steps, { temperature, topK, topP, uniforms });
+    }
     return steps;
   }
 
@@ -619,22 +664,31 @@ export function createLayeredEngine(
   }
 
   /**
-   * Greedy decode of one token: claims a queued step when it is this one (or queues steps from here), and once the
-   * last queued step is read, queues the steps after it before returning the token. The layered graph queues ahead
-   * only when that step's bucket graph is already captured; the megakernel always can, since the kernel leaves
-   * [token, position] of the next step on the device and nothing is uploaded.
+   * Decode of one token, greedy (`draw` null) or sampled in the megakernel: claims a queued step when it is this one
+   * (the next position, fed the token the step before it made, drawing the same way with the next step index), or
+   * queues steps from here; once the last queued step is read, queues the steps after it before returning the
+   * token. The layered graph queues ahead only greedy steps, and only when that step's bucket graph is already
+   * captured; the megakernel always can, since the kernel leaves [token, position] of the next step on the device
+   * and nothing is uploaded.
    */
-  function nextGreedyDecode(id: number, position: number): number {
+  function nextQueuedDecode(id: number, position: number, draw: Draw | null): number {
     checkForwardArgs(op, config, maxContext, filled, [id], position);
     const k = ahead === null ? -1 : position - ahead.position;
     let queued = ahead;
-    if (queued === null || k < 0 || k >= queued.inputs.length || queued.inputs[k] !== id) {
+    if (
+      queued === null ||
+      k < 0 ||
+      k >= queued.inputs.length ||
+      queued.inputs[k] !== id ||
+      !sameDraw(queued.draw, draw, k)
+    ) {
       ahead = null;
       queued = {
         position,
-        steps: queueDecode(id, position),
+        steps: queueDecode(id, position, draw),
         inputs: [id],
         inMegakernel: inMegakernel(position),
+        draw,
       };
       ahead = queued;
     }
@@ -654,13 +708,18 @@ export function createLayeredEngine(
     }
     ahead = null;
     const following = position + 1;
-    if (following < maxContext && (inMegakernel(following) || graphs.has(decodeRows(following)))) {
+    const then = draw === null ? null : { sampling: draw.sampling, step: draw.step + 1 };
+    if (
+      following < maxContext &&
+      (inMegakernel(following) || (draw === null && graphs.has(decodeRows(following))))
+    ) {
       try {
         ahead = {
           position: following,
-          steps: queueDecode(token, following),
+          steps: queueDecode(token, following, then),
           inputs: [token],
           inMegakernel: inMegakernel(following),
+          draw: then,
         };
       } catch {
         // This token is already computed and is returned; the steps after it run again when they are asked for, and
@@ -706,8 +765,9 @@ export function createLayeredEngine(
     next(ids, start, sampling: SamplingParams, stepIndex) {
       live('next');
       checkSampling(op, sampling);
-      if (sampling.temperature === 0 && ids.length === 1) {
-        return nextGreedyDecode(ids[0]!, start);
+      if (ids.length === 1 && sampling.temperature === 0) return nextQueuedDecode(ids[0]!, start, null);
+      if (ids.length === 1 && inMegakernel(start) && sampledInKernel(sampling)) {
+        return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex });
       }
       const r = forward(ids, start);
       try {
