@@ -788,7 +788,7 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
  * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `seq` is the tile counter
  * shared with the producer's order.
  */
-template <bool kGateUp>
+template <bool kGateUp, bool kSample>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
                                           unsigned& seq, int layer, Best& best, TopK& top, int first_event) {
   if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
@@ -835,23 +835,23 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       }
       const int64_t u = t0 + r;
       if (stage < 0) {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
-        // Every lane holds the same sums (an xor-butterfly reduction): the warp offers them to its sampling
-        // candidates together; lane 0 writes the logits and keeps the argmax.
-        const float v0 = round_bf(acc0), v1 = round_bf(acc1);
-        const bool has1 = r + 1 < n;
-        if (lane == 0) {
+        if (lane == 0) {  // the logits, and the argmax
           bf16* logits = static_cast<bf16*>(a.logits);
+          const float v0 = round_bf(acc0), v1 = round_bf(acc1);
           logits[u] = to_bf(v0);
           if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
-          if (has1) {
+          if (r + 1 < n) {
             logits[u + 1] = to_bf(v1);
             if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best))
               best = {v1, static_cast<int>(u + 1)};
           }
         }
-        if (a.top_k > 0) {
-          if (u < a.vocab_limit) top_consider(top, v0, static_cast<unsigned>(u), a.top_k);
-          if (has1 && u + 1 < a.vocab_limit) top_consider(top, v1, static_cast<unsigned>(u + 1), a.top_k);
+        if constexpr (kSample) {
+          // Every lane holds the same sums (an xor-butterfly reduction): the warp offers them to its candidates
+          // together.
+          if (u < a.vocab_limit) top_consider(top, round_bf(acc0), static_cast<unsigned>(u), a.top_k);
+          if (r + 1 < n && u + 1 < a.vocab_limit)
+            top_consider(top, round_bf(acc1), static_cast<unsigned>(u + 1), a.top_k);
         }
       } else if (lane == 0) {
         if constexpr (kGateUp) {
@@ -1344,6 +1344,11 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   return true;
 }
 
+/**
+ * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax. Two instantiations, so that the
+ * argmax kernel carries no sampling code (with it, greedy steps measured 2–3% slower: NOTES.md, v8).
+ */
+template <bool kSample>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
@@ -1442,7 +1447,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
       stamp(a, ev + 1);
-      if (!consume_gemv<false>(a, b, lay, kQkv, seq, layer, best, top, ev + 2)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kQkv, seq, layer, best, top, ev + 2)) return;
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
@@ -1465,19 +1470,19 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
           !stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD))
         return;
       stamp(a, ev + 8);
-      if (!consume_gemv<false>(a, b, lay, kO, seq, layer, best, top, ev + 9)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kO, seq, layer, best, top, ev + 9)) return;
       stamp(a, ev + 10);
       // 4. RMSNorm + gate/up + SwiGLU
       if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
                             a.eps))
         return;
       stamp(a, ev + 11);
-      if (!consume_gemv<true>(a, b, lay, kGateUp, seq, layer, best, top, ev + 12)) return;
+      if (!consume_gemv<true, kSample>(a, b, lay, kGateUp, seq, layer, best, top, ev + 12)) return;
       stamp(a, ev + 13);
       // 5. Down projection + residual
       if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
       stamp(a, ev + 14);
-      if (!consume_gemv<false>(a, b, lay, kDown, seq, layer, best, top, ev + 15)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kDown, seq, layer, best, top, ev + 15)) return;
       stamp(a, ev + 16);
     }
 
@@ -1487,10 +1492,11 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                           static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
       return;
     stamp(a, ev_end);
-    if (!consume_gemv<false>(a, b, lay, -1, seq, -1, best, top, -1)) return;
+    if (!consume_gemv<false, kSample>(a, b, lay, -1, seq, -1, best, top, -1)) return;
     stamp(a, ev_end + 1);
-    const bool ok =
-        a.top_k > 0 ? step_sample(a, b, lay, top, step, pos) : step_argmax(a, b, lay, best, step, pos);
+    bool ok;
+    if constexpr (kSample) ok = step_sample(a, b, lay, top, step, pos);
+    else ok = step_argmax(a, b, lay, best, step, pos);
     if (step + 1 < a.steps && !block_ok(b, ok)) return;
   }
 }
@@ -1525,10 +1531,14 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   const size_t smem = slots * slot + fixed;
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
-  QK_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(qwen3_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  int per_sm = 0;
-  QK_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, qwen3_decode_kernel, kThreads, smem));
+  int per_sm = 1;
+  for (const auto kernel : {qwen3_decode_kernel<false>, qwen3_decode_kernel<true>}) {
+    QK_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int n = 0;
+    QK_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
+    per_sm = std::min(per_sm, n);
+  }
   if (per_sm < 1) {
     *why = "one block per SM cannot be resident (shared memory or registers)";
     return cudaErrorInvalidConfiguration;
@@ -1565,7 +1575,8 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   config.blockDim = dim3(plan.threads);
   config.dynamicSmemBytes = plan.smem_bytes;
   config.stream = stream;
-  const cudaError_t launched = cudaLaunchKernelEx(&config, qwen3_decode_kernel, args);
+  const cudaError_t launched = args.top_k > 0 ? cudaLaunchKernelEx(&config, qwen3_decode_kernel<true>, args)
+                                             : cudaLaunchKernelEx(&config, qwen3_decode_kernel<false>, args);
   const cudaError_t last = cudaGetLastError();
   return launched != cudaSuccess ? launched : last;
 }
