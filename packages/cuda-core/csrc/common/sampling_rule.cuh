@@ -1,6 +1,7 @@
 // The pieces of `sample`'s rule that more than one kernel applies: the candidate order key and the fixed-point
-// weight (its scale is sample_weight_scale, kernels/sampling.h). The sampling kernels (kernels/sampling.cu) and the megakernel's in-kernel sampling both use these, so a
-// token drawn in either place from the same logits and uniform is the same token.
+// weight (its scale is sample_weight_scale, kernels/sampling.h). The sampling kernels (kernels/sampling.cu) and the
+// megakernel's in-kernel sampling both use these, so a token drawn in either place from the same logits and uniform
+// is the same token.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -33,9 +33,9 @@
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
 // best, merged per block); the last block to arrive reduces the blocks' bests (or merges their k best and draws
 // from them by `sample`'s rule, with the step's uniform) and publishes the token: to the other blocks (the next
-// step's embedding row) and to pinned host memory, where the host reads it while the kernel goes on. The last step also leaves the state for the next
-// launch. Rounding follows the layered engine (and HF): every projection output, norm output, SwiGLU output and
-// residual sum is rounded to bf16 once.
+// step's embedding row) and to pinned host memory, where the host reads it while the kernel goes on. The last step
+// also leaves the state for the next launch. Rounding follows the layered engine (and HF): every projection output,
+// norm output, SwiGLU output and residual sum is rounded to bf16 once.
 //
 // Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
 // error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
@@ -761,7 +761,10 @@ __device__ __forceinline__ void top_consider(TopK& t, float v, unsigned id, int 
   top_insert(t, candidate_key(v, id), k);
 }
 
-/** Merges a list of keys, best first (at most `n`; 0 ends it early), into the warp's candidates. */
+/**
+ * Merges a list of up to `n` keys, best first, into the warp's candidates, stopping at the first key that ranks
+ * below the warp's k best (the rest rank lower still; an empty place, 0, always does).
+ */
 __device__ __forceinline__ void top_merge_sorted(TopK& t, const unsigned long long* list, int n, int k) {
   for (int p = 0; p < n; p++) {
     const unsigned long long c = list[p];
@@ -1297,7 +1300,8 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
 #pragma unroll
     for (int j = 0; j < kListBatch; j++) {
       for (int p = 0; p < k; p++) {
-        const unsigned long long c = p < 32 ? __shfl_sync(0xffffffffu, r0[j], p) : __shfl_sync(0xffffffffu, r1[j], p - 32);
+        const unsigned long long c =
+            p < 32 ? __shfl_sync(0xffffffffu, r0[j], p) : __shfl_sync(0xffffffffu, r1[j], p - 32);
         if (c <= all.thr) break;
         top_insert(all, c, k);
       }
@@ -1324,7 +1328,8 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   };
   // Cumulative weights through positions lane (c0) and 32 + lane (c1).
   const unsigned long long c0 = warp_inclusive_scan_u64(weight_of(all.e0, lane));
-  const unsigned long long c1 = warp_inclusive_scan_u64(weight_of(all.e1, 32 + lane)) + __shfl_sync(0xffffffffu, c0, 31);
+  const unsigned long long c1 =
+      warp_inclusive_scan_u64(weight_of(all.e1, 32 + lane)) + __shfl_sync(0xffffffffu, c0, 31);
   const auto through = [&](int p) {
     return static_cast<double>(p < 32 ? __shfl_sync(0xffffffffu, c0, p) : __shfl_sync(0xffffffffu, c1, p - 32));
   };

@@ -1,6 +1,6 @@
 // The Qwen3 decode megakernel: one persistent kernel runs a whole batch-1 decode step of a dense Qwen3 model
-// (embedding row → layers → final norm → LM head → argmax, or a top-k sample). See qwen3_decode.cu for the design and NOTES.md for
-// the measurements behind it.
+// (embedding row → layers → final norm → LM head → argmax, or a top-k sample). See qwen3_decode.cu for the
+// design and NOTES.md for the measurements behind it.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -162,6 +162,7 @@ function defaultTimeoutMs(): number {
   return Number.isSafeInteger(n) && n > 0 ? n : 2000;
 }
 
+/** Checks a launch's sampling parameters (the binding checks them again), naming the field at fault. */
 function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
   const most = Qwen3Megakernel.MAX_TOP_K;
   if (!Number.isSafeInteger(s.topK) || s.topK < 1 || s.topK > most) {
@@ -192,8 +193,8 @@ function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
 /**
  * A megakernel instance: `launch(token, position, steps, sampling?)` queues decode steps in one kernel launch
  * (argmax, or top-k sampling) and `token(i)` waits for step i's token, which the kernel publishes while it goes
- * on; `step` / `result` are the one-step form. `logits` holds the last step's logits. The tensors of the spec must stay alive until
- * `dispose()`.
+ * on; `step` / `result` are the one-step form. `logits` holds the last step's logits. The tensors of the spec must
+ * stay alive until `dispose()`.
  */
 export class Qwen3Megakernel {
   readonly plan: Extract<MegakernelPlan, { supported: true }>;
