@@ -2,7 +2,7 @@
  * The megakernel engine (one persistent kernel per launch of decode steps) against the layered engine and the cpu engine on
  * the same random bf16 weights, at head size 128 (the megakernel's) with GQA groups of 1, 2 and 4, tied and untied
  * LM heads, contexts long enough to split attention into many chunks; repeatability bit for bit; greedy decode
- * equal to the argmax of its own logits; refusals. GPU only: skipped, visibly, where no GPU is usable.
+ * equal to the argmax of its own logits; sampling in the kernel equal to `sample` on the same logits; refusals. GPU only: skipped, visibly, where no GPU is usable.
  */
 import * as cudaCore from '@qk/cuda-core';
 import {
@@ -167,7 +167,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const cases: [number, { vocabLimit?: number }, SamplingParams][] = [
       [0, {}, { temperature: 0.6, topK: 20, topP: 0.95, seed: 1 }],
       [0, {}, { temperature: 1.3, topK: 64, topP: 1, seed: 2 }], // more than 32: two candidates per lane
-      [1, {}, { temperature: 1.3, topK: 48, topP: 0.99, seed: 7 }], // tied head: claimed and fixed alike
+      [1, {}, { temperature: 1.3, topK: 48, topP: 0.99, seed: 7 }], // tied head, GQA 4, odd vocabulary
       [2, {}, { temperature: 0.25, topK: 5, topP: 0.5, seed: 3 }],
       [0, { vocabLimit: 900 }, { temperature: 2, topK: 33, topP: 0.9, seed: 4 }],
       [2, { vocabLimit: 40 }, { temperature: 1, topK: 64, topP: 0.8, seed: 5 }], // top-k above the ids allowed
