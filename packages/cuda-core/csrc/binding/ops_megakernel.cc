@@ -148,6 +148,7 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
     r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
+    r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);
     const double eps = a.number(9, "eps");
     if (!(eps > 0.0) || eps > 1.0) a.fail("eps", "must lie in (0, 1]");
@@ -269,7 +270,6 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.args.top_k = top_k;
     inst.args.temperature = temperature;
     inst.args.top_p = top_p;
-    inst.args.sample_scale = sample_weight_scale(inst.args.vocab_limit);
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.started, stream()));
     launched("megakernelLaunch", launch_megakernel(inst.args, inst.plan, stream()));

@@ -62,13 +62,11 @@ struct RowHeader {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// Order keys: u32 keys whose unsigned order is the float order (−0 counts as +0, as the reference's comparator
-// makes them tie). NaN never reaches them.
+// Order keys (sample_order_key, common/sampling_rule.cuh): u32 keys whose unsigned order is the float order (−0
+// counts as +0, as the reference's comparator makes them tie). NaN never reaches them.
 // ---------------------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ u32 order_key(float x) { return sample_order_key(x); }
-__device__ __forceinline__ float key_value(u32 k) { return sample_key_value(k); }
-constexpr u32 kNegInfKey = ~0xff800000u;  // order_key(-inf)
+constexpr u32 kNegInfKey = ~0xff800000u;  // sample_order_key(-inf)
 
 template <typename T> struct Bits16;
 template <> struct Bits16<__half> {
@@ -87,7 +85,7 @@ template <> struct Bits16<__nv_bfloat16> {
 /** The histogram bin of an element: f32 → top 16 bits of its order key; f16/bf16 → its 16-bit order key. */
 template <typename T> __device__ __forceinline__ u32 bin_of(T x) {
   if constexpr (sizeof(T) == 4) {
-    return order_key(to_float(x)) >> 16;
+    return sample_order_key(to_float(x)) >> 16;
   } else {
     u32 b = Bits16<T>::raw(x);
     if (b == 0x8000u) b = 0;  // −0 → +0
@@ -98,11 +96,6 @@ template <typename T> __device__ __forceinline__ u32 bin_of(T x) {
 template <typename T> __device__ __forceinline__ float bin_value(u32 bin) {
   const u32 b = (bin & 0x8000u) ? (bin & 0x7fffu) : (~bin & 0xffffu);
   return Bits16<T>::value(b);
-}
-
-/** Fixed-point weight round(exp((x − max) / T) · 2^S) (common/sampling_rule.cuh). */
-__device__ __forceinline__ u64 weight(float x, double maxv, double temperature, double scale) {
-  return sample_weight(x, maxv, temperature, scale);
 }
 
 __device__ __forceinline__ u64 warp_sum_u64(u64 v) {
@@ -227,7 +220,7 @@ __global__ void __launch_bounds__(kPreThreads) sample_max_kernel(const T* __rest
     if (e < vocab) {
       const float x = to_float(p[e]);
       if (isnan(x) || x == INFINITY) bad = 1;
-      else mk = max(mk, order_key(x));
+      else mk = max(mk, sample_order_key(x));
     }
   }
   mk = __reduce_max_sync(0xffffffffu, mk);
@@ -259,7 +252,7 @@ __global__ void __launch_bounds__(kPreThreads) sample_hist_kernel(const T* __res
   const RowHeader* h = row_header(ws, row);
   const u32 max_key = h->max_key;
   if (h->flags != 0 || max_key <= kNegInfKey) return;  // refused row: the select kernel writes −1
-  const double maxv = key_value(max_key);
+  const double maxv = sample_key_value(max_key);
   u32* counts = row_part<u32>(ws, row, kCountsOffset);
   u64* weights = row_part<u64>(ws, row, kWeightsOffset);
   const T* p = logits + static_cast<int64_t>(row) * vocab;
@@ -274,7 +267,7 @@ __global__ void __launch_bounds__(kPreThreads) sample_hist_kernel(const T* __res
     if (valid) {
       const T x = p[e];
       bin = bin_of(x);
-      if constexpr (kWeights) w = weight(to_float(x), maxv, temperature, scale);
+      if constexpr (kWeights) w = sample_weight(to_float(x), maxv, temperature, scale);
     }
     const u32 pos = 0xffffu - bin;  // histograms are stored in candidate order (descending key)
     const u32 lead = __shfl_sync(0xffffffffu, pos, 0);
@@ -298,7 +291,7 @@ __device__ __forceinline__ u64 bin_weight(const u64* weights, u32 pos, u32 c, do
   if constexpr (sizeof(T) == 4) {
     return c == 0 ? 0ull : weights[pos];
   } else {
-    return c == 0 ? 0ull : static_cast<u64>(c) * weight(bin_value<T>(0xffffu - pos), maxv, temperature, scale);
+    return c == 0 ? 0ull : static_cast<u64>(c) * sample_weight(bin_value<T>(0xffffu - pos), maxv, temperature, scale);
   }
 }
 
@@ -316,7 +309,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) sample_slices_kernel(double 
   const RowHeader* h = row_header(ws, row);
   const u32 max_key = h->max_key;
   if (h->flags != 0 || max_key <= kNegInfKey) return;
-  const double maxv = key_value(max_key);
+  const double maxv = sample_key_value(max_key);
   const u32* counts = row_part<u32>(ws, row, kCountsOffset);
   const u64* weights = row_part<u64>(ws, row, kWeightsOffset);
   const int lane = threadIdx.x & 31;
@@ -539,10 +532,10 @@ struct Selector {
       u64 w = 0;
       if (i < n) {
         const float v = to_float(p[list[i]]);
-        const u32 k = order_key(v);
+        const u32 k = sample_order_key(v);
         live = (k >> (shift + 8)) == prefix;
         digit = (k >> shift) & 0xffu;
-        if (live) w = weight(v, maxv, temperature, scale);
+        if (live) w = sample_weight(v, maxv, temperature, scale);
       }
       const u32 lead = __shfl_sync(0xffffffffu, digit, 0);
       if (__all_sync(0xffffffffu, live && digit == lead)) {  // one atomic for a warp of equal digits
@@ -622,9 +615,9 @@ struct Selector {
         sh.w_before = cr.w_before;
         if constexpr (sizeof(T) != 4) {
           const float v = bin_value<T>(bin);
-          sh.key = order_key(v);
+          sh.key = sample_order_key(v);
           sh.group_count = counts[pos];
-          sh.group_weight = weight(v, maxv, temperature, scale);
+          sh.group_weight = sample_weight(v, maxv, temperature, scale);
         }
       }
     }
@@ -635,7 +628,7 @@ struct Selector {
       gather(bin);
       refine_level(8, bin, mode, xc, x);
       refine_level(0, sh.key, mode, xc, x);
-      if (threadIdx.x == 0) sh.group_weight = weight(key_value(sh.key), maxv, temperature, scale);
+      if (threadIdx.x == 0) sh.group_weight = sample_weight(sample_key_value(sh.key), maxv, temperature, scale);
       __syncthreads();
     }
     // Rank within the value: its candidates go by index and share the weight g.
@@ -665,7 +658,7 @@ struct Selector {
     segment(lo, hi);
     u64 cnt = 0;
     for_each(lo, hi, [&](int64_t, T v) {
-      cnt += order_key(to_float(v)) == key;
+      cnt += sample_order_key(to_float(v)) == key;
       return true;
     });
     u64 before, unused;
@@ -674,7 +667,7 @@ struct Selector {
     __syncthreads();
     if (before <= rank && rank < before + cnt) {
       for_each(lo, hi, [&](int64_t e, T v) {
-        if (order_key(to_float(v)) != key) return true;
+        if (sample_order_key(to_float(v)) != key) return true;
         if (before++ < rank) return true;
         sh.answer = static_cast<u64>(e);
         return false;
@@ -705,7 +698,7 @@ __global__ void __launch_bounds__(kSelectThreads)
                 row_part<u32>(ws, row, kCountsOffset),
                 row_part<u64>(ws, row, kWeightsOffset),
                 lists + static_cast<int64_t>(row) * vocab,
-                static_cast<double>(key_value(max_key)),
+                static_cast<double>(sample_key_value(max_key)),
                 temperature,
                 scale,
                 0,

@@ -762,15 +762,22 @@ __device__ __forceinline__ void top_consider(TopK& t, float v, unsigned id, int 
 }
 
 /**
- * Merges a list of up to `n` keys, best first, into the warp's candidates, stopping at the first key that ranks
- * below the warp's k best (the rest rank lower still; an empty place, 0, always does).
+ * Merges a list of up to `k` keys, best first (key `key_at(p)` at position p, warp-uniform), into the warp's k best
+ * candidates, stopping at the first key that ranks below them (the rest rank lower still; an empty place, 0, always
+ * does).
  */
-__device__ __forceinline__ void top_merge_sorted(TopK& t, const unsigned long long* list, int n, int k) {
-  for (int p = 0; p < n; p++) {
-    const unsigned long long c = list[p];
-    if (c <= t.thr) break;  // the rest of the list ranks lower still
+template <typename KeyAt>
+__device__ __forceinline__ void top_merge_sorted(TopK& t, int k, KeyAt key_at) {
+  for (int p = 0; p < k; p++) {
+    const unsigned long long c = key_at(p);
+    if (c <= t.thr) break;
     top_insert(t, c, k);
   }
+}
+
+/** top_merge_sorted over a list in shared memory. */
+__device__ __forceinline__ void top_merge_list(TopK& t, const unsigned long long* list, int k) {
+  top_merge_sorted(t, k, [list](int p) { return list[p]; });
 }
 
 /** Where a stage's outputs go: the flagged buffer of the layer (nullptr for the LM head). */
@@ -1270,7 +1277,7 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   lists[warp * kMaxTopK + 32 + lane] = top.e1;
   consumer_sync();
   if (warp == 0) {
-    for (int w = 1; w < kConsumerWarps; w++) top_merge_sorted(top, lists + w * kMaxTopK, k, k);
+    for (int w = 1; w < kConsumerWarps; w++) top_merge_list(top, lists + w * kMaxTopK, k);
     unsigned long long* mine = cand + static_cast<size_t>(blockIdx.x) * kMaxTopK;
     mine[lane] = top.e0;
     mine[32 + lane] = top.e1;
@@ -1298,13 +1305,11 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
       }
     }
 #pragma unroll
-    for (int j = 0; j < kListBatch; j++) {
-      for (int p = 0; p < k; p++) {
-        const unsigned long long c =
-            p < 32 ? __shfl_sync(0xffffffffu, r0[j], p) : __shfl_sync(0xffffffffu, r1[j], p - 32);
-        if (c <= all.thr) break;
-        top_insert(all, c, k);
-      }
+    for (int j = 0; j < kListBatch; j++) {  // list j: position p in lane p of r0[j] or lane p − 32 of r1[j]
+      const unsigned long long e0 = r0[j], e1 = r1[j];
+      top_merge_sorted(all, k, [e0, e1](int p) {
+        return p < 32 ? __shfl_sync(0xffffffffu, e0, p) : __shfl_sync(0xffffffffu, e1, p - 32);
+      });
     }
   }
   consumer_sync();  // warp 0 has read the block's lists above
@@ -1312,7 +1317,7 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   lists[warp * kMaxTopK + 32 + lane] = all.e1;
   bad = consumer_sync_or(bad);
   if (warp != 0) return true;
-  for (int w = 1; w < kConsumerWarps; w++) top_merge_sorted(all, lists + w * kMaxTopK, k, k);
+  for (int w = 1; w < kConsumerWarps; w++) top_merge_list(all, lists + w * kMaxTopK, k);
 
   const int kept = static_cast<int>(min(static_cast<int64_t>(k), a.vocab_limit));
   const float maxf = sample_key_value(static_cast<unsigned>(__shfl_sync(0xffffffffu, all.e0, 0) >> 32));
