@@ -225,7 +225,20 @@ __device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 to_bf(float v) { return __float2bfloat16_rn(v); }
 __device__ __forceinline__ float round_bf(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-__device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
+/**
+ * 16 bytes of shared memory in one 128-bit load. (Through a `uint4` reference the compiler splits the access into
+ * four 32-bit loads, four times the instructions, and with 16-byte lane strides each of them meets a 4-way bank
+ * conflict: NOTES.md, v9.)
+ */
+__device__ __forceinline__ uint4 lds128(const void* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(smem_addr(p)));
+  return v;
+}
+
+__device__ __forceinline__ void unpack8(const uint4 u, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
   for (int i = 0; i < 4; i++) {
@@ -236,7 +249,7 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
 }
 
 /** Dot of 8 bf16 weights with 8 bf16 inputs, accumulated into `acc`. */
-__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
+__device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float acc) {
   const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
   const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
 #pragma unroll
@@ -295,7 +308,8 @@ struct StageShape {
 };
 
 __host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit, int64_t slot_bytes) {
-  return static_cast<int>(slot_bytes / (k * 2 * rows_per_unit)) & ~1;
+  // 32-bit (a 64-bit division is a long subroutine on the GPU): slots are below 2^18 bytes, rows below 2^21 bytes.
+  return static_cast<int>(static_cast<unsigned>(slot_bytes) / static_cast<unsigned>(k * 2 * rows_per_unit)) & ~1;
 }
 
 __device__ __forceinline__ int tile_units(const MegakernelArgs& a, const StageShape& s) {
@@ -385,6 +399,23 @@ struct Block {
   unsigned epoch;         // the epoch of this step: tags the flagged words it writes and waits for
   int attn_skip;          // attention_skip() of this step
 };
+
+/**
+ * A place in the weight ring: the slot, and the parity of its current round (the phase its "full" barrier completes
+ * next). Stepped by ring_next, never divided out of a tile count: a division by the run-time slot count is a chain of
+ * some 20 dependent instructions, paid per tile by the producer and by every consumer warp (NOTES.md, v9).
+ */
+struct RingPos {
+  int slot = 0;
+  unsigned phase = 0;
+};
+
+__device__ __forceinline__ void ring_next(RingPos& p, int slots) {
+  if (++p.slot == slots) {
+    p.slot = 0;
+    p.phase ^= 1u;
+  }
+}
 
 /** A 64-bit store to host-mapped memory, visible to the host while the kernel runs. */
 __device__ __forceinline__ void host_store(uint64_t* p, unsigned long long v) {
@@ -571,7 +602,7 @@ __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const 
   float ss = 0.f;
   for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8) {
     float f[8];
-    unpack8(*reinterpret_cast<const uint4*>(b.res + i), f);
+    unpack8(lds128(b.res + i), f);
 #pragma unroll
     for (int j = 0; j < 8; j++) ss = fmaf(f[j], f[j], ss);
   }
@@ -580,7 +611,7 @@ __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const 
   const float inv = rsqrtf(total[0] / static_cast<float>(n) + eps);
   auto scale = [&](int64_t i, const uint4& wq) {
     float f[8], w[8];
-    unpack8(*reinterpret_cast<const uint4*>(b.res + i), f);
+    unpack8(lds128(b.res + i), f);
     unpack8(wq, w);
     Vec<bf16> out;
 #pragma unroll
@@ -638,7 +669,7 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
  * counter, the next claim always in flight.
  */
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
-                                              int skip, unsigned* counter, unsigned& seq) {
+                                              int skip, unsigned* counter, RingPos& at, unsigned& issued) {
   const int64_t per = tile_units(a, s);
   int64_t t0 = 0, lim = 0;
   unsigned pending = 0;
@@ -650,36 +681,46 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
     stage_range(s.units, t0, lim, skip);
   }
   const bool none = t0 >= lim;
+  // A cap of a whole ring or more caps nothing: the ring itself holds at most `slots` copies.
+  const int inflight = a.inflight < a.slots ? a.inflight : 0;
   for (;;) {
-    const int slot = static_cast<int>(seq % a.slots);
-    const unsigned round = seq / a.slots;
-    if (!mbar_wait(b, &b.empty[slot], (round & 1) ^ 1)) return false;
+    const int slot = at.slot;
+    if (!mbar_wait(b, &b.empty[slot], at.phase ^ 1u)) return false;
     if (none) {
       b.desc[slot] = make_uint2(0, 0);
       mbar_arrive(&b.full[slot]);
-      seq++;
+      ring_next(at, a.slots);
+      issued++;
       return true;
     }
     // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
     // been refilled since: that needs this copy's slot round to come first).
-    if (a.inflight > 0 && seq >= static_cast<unsigned>(a.inflight)) {
-      const unsigned back = seq - a.inflight;
-      if (!mbar_wait(b, &b.full[back % a.slots], (back / a.slots) & 1)) return false;
+    if (inflight > 0 && issued >= static_cast<unsigned>(inflight)) {
+      int back = slot - inflight;
+      unsigned phase = at.phase;
+      if (back < 0) {  // the previous round
+        back += a.slots;
+        phase ^= 1u;
+      }
+      if (!mbar_wait(b, &b.full[back], phase)) return false;
     }
     // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
     // before the TMA's writes (async proxy).
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const int64_t n = lim - t0 < per ? lim - t0 : per;
     const unsigned bytes = static_cast<unsigned>(n * s.k * 2);
-    mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
-    uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
-    bulk_copy(dst, s.w + t0 * s.k, bytes, &b.full[slot]);
-    if (s.rows_per_unit == 2) bulk_copy(dst + bytes, s.w + (t0 + s.up_offset) * s.k, bytes, &b.full[slot]);
+    if ((a.debug & 32) == 0) {
+      mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
+      uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
+      bulk_copy(dst, s.w + t0 * s.k, bytes, &b.full[slot]);
+      if (s.rows_per_unit == 2) bulk_copy(dst + bytes, s.w + (t0 + s.up_offset) * s.k, bytes, &b.full[slot]);
+    }
     const int64_t next = counter != nullptr ? static_cast<int64_t>(pending) * per : t0 + per;
     const bool last = next >= lim;
     b.desc[slot] = make_uint2(static_cast<unsigned>(t0), static_cast<unsigned>(n) | (last ? 0x80000000u : 0u));
     mbar_arrive(&b.full[slot]);  // the slot's one arrival: the phase completes once the bytes have landed too
-    seq++;
+    ring_next(at, a.slots);
+    issued++;
     if (last) return true;
     t0 = next;
     if (counter != nullptr) pending = atomicAdd(counter, 1u);
@@ -689,7 +730,8 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
 __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b, int pos0) {
   // (Asking L2 for tiles beyond the ring was measured slower: see NOTES.md.) Weights do not depend on the token, so
   // the ring runs on into the next step's first layer while this step's LM head and argmax finish.
-  unsigned seq = 0;
+  RingPos at;
+  unsigned issued = 0;  // tiles so far (a stage with no tile counts its empty descriptor)
   for (int step = 0; step < a.steps; step++) {
     const int skip = attention_skip(a.dims, pos0 + step);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
@@ -698,11 +740,12 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
       for (int stage = kQkv; stage <= kDown; stage = stage == kQkv ? kO : stage + 1) {
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
-        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, seq)) return;
+        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued))
+          return;
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, seq)) return;  // the LM head
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued)) return;  // the LM head
   }
 }
 
@@ -795,12 +838,12 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 
 /**
  * Runs one GEMV stage: for every tile of the block, waits for it, dots each row pair with the staged input, applies
- * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `seq` is the tile counter
- * shared with the producer's order.
+ * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `at` is the ring position,
+ * which follows the producer's order.
  */
 template <bool kGateUp, bool kSample>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
-                                          unsigned& seq, int layer, Best& best, TopK& top, int first_event) {
+                                          RingPos& at, int layer, Best& best, TopK& top, int first_event) {
   if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
     if (first_event >= 0) stamp(a, first_event);
     return true;  // the producer issues nothing for this stage either
@@ -810,9 +853,9 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   void* out = stage_output(a, lay, layer, stage);
   const int64_t k = s.k;
   unsigned pairs = 0;  // row pairs of this stage so far in the block
-  for (bool last = false; !last; seq++) {
-    const int slot = static_cast<int>(seq % a.slots);
-    if (!mbar_wait(b, &b.full[slot], (seq / a.slots) & 1)) return false;
+  for (bool last = false; !last; ring_next(at, a.slots)) {
+    const int slot = at.slot;
+    if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
     if (first_event >= 0 && pairs == 0) stamp(a, first_event);
     const uint2 desc = b.desc[slot];
     const int64_t t0 = desc.x;
@@ -823,18 +866,19 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
     // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile.
     const int first = (warp + kConsumerWarps - static_cast<int>(pairs % kConsumerWarps)) % kConsumerWarps;
     pairs += static_cast<unsigned>(n + 1) / 2;
-    for (int r = 2 * first; r < n && (a.debug & 4) == 0; r += 2 * kConsumerWarps) {
+    const int64_t k_dot = (a.debug & 4) != 0 ? 0 : k;  // (diagnostic: no dot products)
+    for (int r = 2 * first; r < n; r += 2 * kConsumerWarps) {
       const bf16* row = tile + static_cast<int64_t>(r) * k;
       const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
-      for (int64_t c = lane * 8; c < k; c += 256) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(b.x + c);
-        acc0 = dot8(*reinterpret_cast<const uint4*>(row + c), xv, acc0);
-        acc1 = dot8(*reinterpret_cast<const uint4*>(row + k + c), xv, acc1);
+      for (int64_t c = lane * 8; c < k_dot; c += 256) {
+        const uint4 xv = lds128(b.x + c);
+        acc0 = dot8(lds128(row + c), xv, acc0);
+        acc1 = dot8(lds128(row + k + c), xv, acc1);
         if constexpr (kGateUp) {
-          up0 = dot8(*reinterpret_cast<const uint4*>(up + c), xv, up0);
-          up1 = dot8(*reinterpret_cast<const uint4*>(up + k + c), xv, up1);
+          up0 = dot8(lds128(up + c), xv, up0);
+          up1 = dot8(lds128(up + k + c), xv, up1);
         }
       }
       acc0 = warp_sum(acc0);
@@ -1412,7 +1456,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
 
   const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
   const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
-  unsigned seq = 0;
+  RingPos at;
   int token = token0;
   for (int step = 0; step < a.steps; step++) {
     const int pos = pos0 + step;
@@ -1457,7 +1501,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
       stamp(a, ev + 1);
-      if (!consume_gemv<false, kSample>(a, b, lay, kQkv, seq, layer, best, top, ev + 2)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)) return;
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
@@ -1480,19 +1524,19 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
           !stage_copy_input(a, b, stage_output(a, lay, layer, kAttention), d.q_heads * kD))
         return;
       stamp(a, ev + 8);
-      if (!consume_gemv<false, kSample>(a, b, lay, kO, seq, layer, best, top, ev + 9)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kO, at, layer, best, top, ev + 9)) return;
       stamp(a, ev + 10);
       // 4. RMSNorm + gate/up + SwiGLU
       if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm), d.hidden,
                             a.eps))
         return;
       stamp(a, ev + 11);
-      if (!consume_gemv<true, kSample>(a, b, lay, kGateUp, seq, layer, best, top, ev + 12)) return;
+      if (!consume_gemv<true, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
       stamp(a, ev + 13);
       // 5. Down projection + residual
       if (!stage_copy_input(a, b, stage_output(a, lay, layer, kGateUp), d.ffn)) return;
       stamp(a, ev + 14);
-      if (!consume_gemv<false, kSample>(a, b, lay, kDown, seq, layer, best, top, ev + 15)) return;
+      if (!consume_gemv<false, kSample>(a, b, lay, kDown, at, layer, best, top, ev + 15)) return;
       stamp(a, ev + 16);
     }
 
@@ -1502,7 +1546,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                           static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
       return;
     stamp(a, ev_end);
-    if (!consume_gemv<false, kSample>(a, b, lay, -1, seq, -1, best, top, -1)) return;
+    if (!consume_gemv<false, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
     stamp(a, ev_end + 1);
     bool ok;
     if constexpr (kSample) ok = step_sample(a, b, lay, top, step, pos);
