@@ -20,7 +20,7 @@ namespace qk::binding {
 namespace {
 
 /** Weight copies in flight per block by default. */
-constexpr int64_t kDefaultInflight = 2;
+constexpr int64_t kDefaultInflight = 1;
 
 /** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
 constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
@@ -142,7 +142,7 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     if (!plan_for(a, d, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
     r.slots = inst.plan.slots;
     r.slot_bytes = static_cast<int64_t>(inst.plan.slot_bytes);
-    // Weight copies in flight per block, at most: 2 (NOTES.md, v6: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
+    // Weight copies in flight per block, at most: 1 (NOTES.md, v9: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
     // it, a tuning knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).

@@ -5,7 +5,7 @@
 // Shape of a launch: one block per SM, all resident (checked with the occupancy API before the first launch).
 // Each block has 7 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
 // cut by row pairs into one contiguous slice per block, and each slice into tiles of at most one shared-memory slot
-// (a run-time size, 24 KB by default, at least a pair of the widest rows). The producer walks the block's slices of
+// (a run-time size, 20 KB by default, at least a pair of the widest rows). The producer walks the block's slices of
 // every step in order (QKV, O, gate/up, down of each layer, then the LM head) and copies each tile into the ring of
 // slots with TMA bulk copies (16-byte aligned, L1 bypassed), completing on the slot's "full" mbarrier, with at most
 // `inflight` copies outstanding (more bytes in flight make every L2 round trip of the other stages slower).
@@ -63,7 +63,7 @@ constexpr int kConsumerWarps = 7;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
-constexpr size_t kDefaultSlotBytes = 24 * 1024;  // the default slot size to aim for (NOTES.md, v6: the ring sweep)
+constexpr size_t kDefaultSlotBytes = 20 * 1024;  // the default slot size to aim for (NOTES.md, v9: the ring sweep)
 constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
 constexpr double kClaimBytesPerBlock = 1 << 20;  // weight bytes per block and layer from which blocks claim tiles
 constexpr int kD = static_cast<int>(kMegakernelHeadDim);
@@ -385,7 +385,7 @@ struct Block {
   uint64_t* empty;  // [a.slots]
   uint2* desc;      // [a.slots] the tile in each slot: first unit; units | 1 << 31 on the stage's last tile
   float* red;       // [64] reduction scratch
-  int* flag;        // [0] abort seen by this block, [1] merge winner
+  int* flag;        // [0] abort seen by this block, [1] merge winner, [2] the step's input token, [3] last to arrive
   bf16* x;          // the stage's input vector (union with the attention scratch)
   float* scratch;   // attention scratch (same memory as x)
   bf16* qkv_in;     // the attention item's q heads, k, v (after the scratch)
@@ -1235,9 +1235,10 @@ __device__ __forceinline__ void publish_token(const MegakernelArgs& a, const Blo
 }
 
 /**
- * One step's argmax: the block's best over its LM-head rows, then an arrival; the last block to arrive reduces the
- * blocks' bests and publishes the token. This thread's verdict (false: no finite logit, the launch aborts); the
- * caller combines them with block_ok.
+ * One step's argmax: the block's best over its LM-head rows, then an arrival; in the last block to arrive, warp 0
+ * reduces the blocks' bests (each lane a strided share of them, loads in flight together, then a butterfly) and
+ * publishes the token. This thread's verdict (false: no finite logit, the launch aborts); the caller combines them
+ * with block_ok.
  */
 __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block& b, const Layout& lay, Best best,
                                             int step, int pos) {
@@ -1245,32 +1246,44 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
   uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   float* bv = b.red;
   int* bi = reinterpret_cast<int*>(b.red + kConsumerWarps);
+  float* arg_v = reinterpret_cast<float*>(ws + lay.arg);
+  int* arg_i = reinterpret_cast<int*>(arg_v + gridDim.x);
   consumer_sync();  // red was last used by the final norm's reduction
   if (lane == 0) {
     bv[warp] = best.v;
     bi[warp] = best.i;
   }
   consumer_sync();
-  if (threadIdx.x != 0) return true;
-  Best blk{-INFINITY, INT32_MAX};
-  for (int w = 0; w < kConsumerWarps; w++)
-    if (better(bv[w], bi[w], blk)) blk = {bv[w], bi[w]};
-  float* arg_v = reinterpret_cast<float*>(ws + lay.arg);
-  int* arg_i = reinterpret_cast<int*>(arg_v + gridDim.x);
-  arg_v[blockIdx.x] = blk.v;
-  arg_i[blockIdx.x] = blk.i;
-  if (!step_arrive(a, b)) return true;
+  if (threadIdx.x == 0) {
+    Best blk{-INFINITY, INT32_MAX};
+    for (int w = 0; w < kConsumerWarps; w++)
+      if (better(bv[w], bi[w], blk)) blk = {bv[w], bi[w]};
+    arg_v[blockIdx.x] = blk.v;
+    arg_i[blockIdx.x] = blk.i;
+    b.flag[3] = step_arrive(a, b) ? 1 : 0;
+  }
+  consumer_sync();
+  if (b.flag[3] == 0 || warp != 0) return true;
+  // `better` is a total order (value descending, then index ascending), so the result does not depend on the order
+  // in which the bests are combined.
   Best all{-INFINITY, INT32_MAX};
-  for (unsigned q = 0; q < gridDim.x; q++) {
+#pragma unroll 4
+  for (unsigned q = lane; q < gridDim.x; q += 32) {
     const float v = __ldcg(arg_v + q);
     const int i = __ldcg(arg_i + q);
     if (better(v, i, all)) all = {v, i};
   }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, all.v, o);
+    const int i = __shfl_xor_sync(0xffffffffu, all.i, o);
+    if (better(v, i, all)) all = {v, i};
+  }
   if (all.i == INT32_MAX) {
-    fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
+    if (lane == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
     return false;
   }
-  publish_token(a, b, all.i, step, pos);
+  if (lane == 0) publish_token(a, b, all.i, step, pos);
   return true;
 }
 

@@ -122,7 +122,7 @@ enum class MegakernelError : int32_t {
  * The launch shape for `dims` on the current device, or an error: cudaErrorNotSupported when the sizes are not a
  * dense Qwen3 shape the kernel serves (`why` says which), cudaErrorInvalidConfiguration when one block per SM
  * cannot be resident with the shared memory the kernel needs. `slot_bytes`: the weight ring's slot size to aim for
- * (0: the default, 24 KB); it is raised to hold a pair of the widest rows.
+ * (0: the default, 20 KB); it is raised to hold a pair of the widest rows.
  */
 cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, const char** why, size_t slot_bytes = 0);
 
