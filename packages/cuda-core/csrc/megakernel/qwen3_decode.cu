@@ -308,7 +308,8 @@ struct StageShape {
 };
 
 __host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit, int64_t slot_bytes) {
-  // 32-bit (a 64-bit division is a long subroutine on the GPU): slots are below 2^18 bytes, rows below 2^21 bytes.
+  // 32-bit (a 64-bit division is a long subroutine on the GPU): a slot is at most 227 KB, and a unit's rows (at most
+  // 2 · 65535 · 128 columns of bf16) stay below 2^32 bytes.
   return static_cast<int>(static_cast<unsigned>(slot_bytes) / static_cast<unsigned>(k * 2 * rows_per_unit)) & ~1;
 }
 
