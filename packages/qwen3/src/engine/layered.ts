@@ -81,37 +81,38 @@ export interface LayeredEngineOptions {
   /**
    * Decode positions from which the megakernel hands decoding back to the captured layered graph (same weights
    * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (where the megakernel
-   * stopped beating the layered graph on an H100: 2,176 for Qwen3-0.6B), or the environment variable
-   * QK_MEGAKERNEL_UNTIL. The megakernel attends over long contexts in many small chunks and is slower there than
-   * the layered split-KV attention (NOTES.md, v7). A value ≥ maxContext keeps every decode step in the megakernel.
+   * was last measured faster than the layered graph on an H100: 4,352 for Qwen3-0.6B), or the environment variable
+   * QK_MEGAKERNEL_UNTIL. The megakernel attends over long contexts in many small chunks and pays more per position
+   * there than the layered split-KV attention (NOTES.md, v7 and v10). A value ≥ maxContext keeps every decode step in
+   * the megakernel.
    */
   readonly megakernelUntil?: number;
 }
 
 /**
- * Where the megakernel alone stops beating the layered graph, measured per published dense shape on an H100 (bf16,
- * 128–256 decode tokens from each position, medians of 3; NOTES.md, v7, and docs/h100/megakernel-v7). Each entry is
- * the middle of the bracket where the ratio crossed 1: 1.7B 1.02× at 1,536 and 0.985× at 2,048; 4B 1.01× at 128
- * and 0.99× at 256; 8B 1.01× at 512 and 0.99× at 1,024. For 0.6B, the run from 2,048 averaged 1.006× over positions
- * 2,048–2,303 (and the one from 2,560 0.96×), so the crossover lies within it: its middle, 2,176.
- * Keyed by hidden size, layers, query heads, KV heads and FFN size.
+ * Where the megakernel hands decoding to the layered graph, per published dense shape, measured on an H100 (bf16,
+ * the megakernel alone against the layered engine, 128–256 decode tokens from each position, medians of 3; NOTES.md,
+ * v10, and docs/h100/megakernel-v10). Since v9 the megakernel is the faster one at every position measured. The last
+ * runs started at 0.6B 4,096 (1.04×), 1.7B 3,072 (1.06×), 4B 1,024 (1.05×) and 8B 2,048 (1.05×); each entry is the
+ * end of that run (its start plus the 256 or 128 tokens it decoded), past which nothing was measured. Keyed by hidden
+ * size, layers, query heads, KV heads and FFN size.
  */
 const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
-  { shape: [1024, 28, 16, 8, 3072], position: 2176 },
-  { shape: [2048, 28, 16, 8, 6144], position: 1792 },
-  { shape: [2560, 36, 32, 8, 9728], position: 192 },
-  { shape: [4096, 36, 32, 8, 12288], position: 768 },
+  { shape: [1024, 28, 16, 8, 3072], position: 4352 },
+  { shape: [2048, 28, 16, 8, 6144], position: 3200 },
+  { shape: [2560, 36, 32, 8, 9728], position: 1152 },
+  { shape: [4096, 36, 32, 8, 12288], position: 2176 },
 ];
 
 /** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
 const kUnmeasuredHandoff = Math.min(...MEASURED_HANDOFFS.map((m) => m.position));
 
 /**
- * The decode position from which the megakernel engine runs decode steps in the layered graph instead: the
- * position where the megakernel stopped beating the layered graph on an H100 for the published dense shapes
- * (Qwen3-0.6B: 2,176; 1.7B: 1,792; 4B: 192; 8B: 768), and 192 for other shapes. The megakernel's attention over
- * long contexts (many small chunks, merged through memory) is slower than the layered split-KV kernel; how soon
- * that outweighs its faster weight stream depends on the shape, not on a simple ratio of bytes.
+ * The decode position from which the megakernel engine runs decode steps in the layered graph instead: for the
+ * published dense shapes, the end of the last run in which the megakernel was measured faster than the layered
+ * graph on an H100 (Qwen3-0.6B: 4,352; 1.7B: 3,200; 4B: 1,152; 8B: 2,176), and 1,152 for other shapes. The
+ * megakernel pays more per position of context than the layered split-KV attention (its attention runs in many
+ * small chunks), so past some context the layered graph wins; where depends on the shape.
  */
 export function megakernelHandoff(config: Qwen3Config): number {
   const key = [
