@@ -120,6 +120,11 @@ export interface MegakernelTraceSummary {
   readonly stages: readonly { readonly stage: string; readonly meanUs: number; readonly maxUs: number }[];
   /** First stamp of any block to the argmax, mean per step. */
   readonly stepUs: number;
+  /**
+   * One step's raw stamps (the 17th traced, or the last if fewer), µs after that step's first stamp: [block][event],
+   * −1 where a block has no stamp. For critical-path analysis: when the last block reached each event.
+   */
+  readonly sampleStep?: readonly (readonly number[])[];
 }
 
 /**
@@ -217,6 +222,7 @@ export class Qwen3Megakernel {
    * blocks (ns).
    */
   #traceSums: { mean: Float64Array; max: Float64Array; step: number; steps: number } | null = null;
+  #traceSample: number[][] | null = null;
 
   constructor(spec: MegakernelSpec) {
     const op = 'Qwen3Megakernel';
@@ -480,6 +486,17 @@ export class Qwen3Megakernel {
     }
     sums.step += last - first;
     sums.steps++;
+    if (sums.steps <= 17) {
+      this.#traceSample = [];
+      for (let blk = 0; blk < grid; blk++) {
+        const row: number[] = [];
+        for (let e = 0; e < events; e++) {
+          const at = stamps[blk * events + e]!;
+          row.push(at === 0n || Number(at) < first ? -1 : Math.round((Number(at) - first) / 10) / 100);
+        }
+        this.#traceSample.push(row);
+      }
+    }
   }
 
   /** The aggregated stage timings of the steps so far (only with `trace`), or null. */
@@ -510,6 +527,7 @@ export class Qwen3Megakernel {
         maxUs: max[k]! / s.steps / 1000,
       })),
       stepUs: s.step / s.steps / 1000,
+      ...(this.#traceSample === null ? {} : { sampleStep: this.#traceSample }),
     };
   }
 
