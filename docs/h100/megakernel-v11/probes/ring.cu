@@ -5,6 +5,8 @@
 //   arrivals: 224 (every consumer thread, as the kernel) or 7 (lane 0 after __syncwarp)
 //   fence:    the producer's fence.proxy.async before each tile (as the kernel) or none
 //   pairs:    row pairs per tile (5: a 10-row QKV tile; 2: gate/up; 1: down)
+//   alone:    no producer: the consumers take descriptors as given (1: still arriving on the empty barriers; 2: not
+//             even that), what the consumer side costs by itself
 // Prints ns per tile (block 0's clock, 132 blocks running).
 #include <cstdint>
 #include <cstdio>
@@ -33,7 +35,7 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <int kArrivals, bool kFence>
+template <int kArrivals, bool kFence, int kAlone = 0>
 __global__ void __launch_bounds__(256, 1) ring(int tiles, int slots, int pairs_per_tile, unsigned long long* sink, unsigned long long* out) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[24], empty[24];
@@ -45,7 +47,7 @@ __global__ void __launch_bounds__(256, 1) ring(int tiles, int slots, int pairs_p
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x != kConsumers) return;
+    if (threadIdx.x != kConsumers || kAlone != 0) return;
     int slot = 0; unsigned phase = 0;
     for (int t = 0; t < tiles; t++) {
       mbar_wait(&empty[slot], phase ^ 1u);
@@ -60,8 +62,13 @@ __global__ void __launch_bounds__(256, 1) ring(int tiles, int slots, int pairs_p
   uint64_t t0 = 0;
   for (int t = 0; t < tiles; t++) {
     if (t == 64) t0 = now_ns();
-    mbar_wait(&full[slot], phase);
-    const uint2 d = desc[slot];
+    uint2 d;
+    if (kAlone == 0) {
+      mbar_wait(&full[slot], phase);
+      d = desc[slot];
+    } else {
+      d = make_uint2(static_cast<unsigned>(t * 2 * pairs_per_tile), static_cast<unsigned>(2 * pairs_per_tile));
+    }
     const int n = static_cast<int>(d.y);
     const int first = (warp + kWarps - static_cast<int>(pairs % kWarps)) % kWarps;
     pairs += static_cast<unsigned>(n + 1) / 2;
@@ -72,7 +79,8 @@ __global__ void __launch_bounds__(256, 1) ring(int tiles, int slots, int pairs_p
         asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(sink + blockIdx.x * 64 + (d.x + r) % 64), "l"(w) : "memory");
       }
     }
-    if (kArrivals == kConsumers) {
+    if (kAlone == 2) {
+    } else if (kArrivals == kConsumers) {
       mbar_arrive(&empty[slot]);
     } else {
       __syncwarp();
@@ -83,18 +91,18 @@ __global__ void __launch_bounds__(256, 1) ring(int tiles, int slots, int pairs_p
   if (threadIdx.x == 0 && blockIdx.x == 0) out[0] = now_ns() - t0;
 }
 
-template <int kArrivals, bool kFence>
+template <int kArrivals, bool kFence, int kAlone = 0>
 int run(int sms, int pairs, unsigned long long* sink, unsigned long long* out) {
   const int tiles = 64 + 20000, slots = 10, smem = 200 * 1024;
-  CK(cudaFuncSetAttribute(ring<kArrivals, kFence>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(ring<kArrivals, kFence, kAlone>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   double best = 1e30;
   for (int rep = 0; rep < 3; rep++) {
-    ring<kArrivals, kFence><<<sms, 256, smem>>>(tiles, slots, pairs, sink, out);
+    ring<kArrivals, kFence, kAlone><<<sms, 256, smem>>>(tiles, slots, pairs, sink, out);
     CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
     unsigned long long ns; CK(cudaMemcpy(&ns, out, 8, cudaMemcpyDeviceToHost));
     best = std::min(best, double(ns) / 20000);
   }
-  printf("pairs/tile %d  arrivals %3d  proxy fence %d   %7.1f ns per tile\n", pairs, kArrivals, kFence ? 1 : 0, best);
+  printf("pairs/tile %d  arrivals %3d  proxy fence %d  alone %d   %7.1f ns per tile\n", pairs, kArrivals, kFence ? 1 : 0, kAlone, best);
   return 0;
 }
 
@@ -106,6 +114,8 @@ int main() {
     if (run<kConsumers, false>(sms, pairs, sink, out)) return 1;
     if (run<kWarps, true>(sms, pairs, sink, out)) return 1;
     if (run<kWarps, false>(sms, pairs, sink, out)) return 1;
+    if (run<kConsumers, true, 1>(sms, pairs, sink, out)) return 1;
+    if (run<kConsumers, true, 2>(sms, pairs, sink, out)) return 1;
   }
   return 0;
 }

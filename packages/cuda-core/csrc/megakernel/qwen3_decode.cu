@@ -225,6 +225,36 @@ __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
   return v;
 }
 
+// Loads issued where they stand, to overlap a wait that follows. ptxas may otherwise sink a plain load to its first
+// use to relieve register pressure (the kernel runs near 255 registers), and the load then starts after the wait it was
+// meant to hide under (NOTES.md, v11). `nc`: read-only data (weights); `cg`: data this kernel writes (the KV cache),
+// read coherently from L2.
+__device__ __forceinline__ uint4 ld_early_nc128(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 ld_early_cg128(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_early_cg64(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned short ld_early_nc16(const void* p) {
+  unsigned short v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float ld_early_nc32f(const float* p) {
+  float v;
+  asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ float bf(bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ bf16 to_bf(float v) { return __float2bfloat16_rn(v); }
 __device__ __forceinline__ float round_bf(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
@@ -612,7 +642,7 @@ __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const 
 #pragma unroll
   for (int r = 0; r < kHeld; r++) {
     const int64_t i = (static_cast<int64_t>(threadIdx.x) + r * kConsumers) * 8;
-    if (i < n) wv[r] = __ldg(reinterpret_cast<const uint4*>(weight + i));
+    if (i < n) wv[r] = ld_early_nc128(weight + i);
   }
   bool ok = true;
   if ((a.debug & 8) != 0) {
@@ -995,9 +1025,9 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   if (norm_w != nullptr) {
 #pragma unroll
     for (int j = 0; j < 2; j++) {
-      w_lo[j] = __ldg(norm_w + lane + 32 * j);
-      w_hi[j] = __ldg(norm_w + lane + 32 * j + kHalf);
-      freq[j] = __ldg(a.inv_freq + lane + 32 * j);
+      w_lo[j] = __ushort_as_bfloat16(ld_early_nc16(norm_w + lane + 32 * j));
+      w_hi[j] = __ushort_as_bfloat16(ld_early_nc16(norm_w + lane + 32 * j + kHalf));
+      freq[j] = ld_early_nc32f(a.inv_freq + lane + 32 * j);
     }
   }
   uint4 kv[4];
@@ -1007,13 +1037,13 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     if (kk < p1 && kk != pos) {
       const bf16* krow = kc + (static_cast<int64_t>(kk) * KV + g) * kD;
 #pragma unroll
-      for (int i = 0; i < 4; i++) kv[i] = *reinterpret_cast<const uint4*>(krow + (qd + 4 * i) * 8);
+      for (int i = 0; i < 4; i++) kv[i] = ld_early_cg128(krow + (qd + 4 * i) * 8);
     }
 #pragma unroll
     for (int j = 0; j < kPerWarp; j++) {
       const int vk = sp + warp * kPerWarp + j;
       if (vk < p1 && vk != pos)
-        vv[j] = *reinterpret_cast<const uint2*>(vc + (static_cast<int64_t>(vk) * KV + g) * kD + lane * 4);
+        vv[j] = ld_early_cg64(vc + (static_cast<int64_t>(vk) * KV + g) * kD + lane * 4);
     }
   };
   load_pass(p0);
@@ -1078,7 +1108,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
         *reinterpret_cast<const uint2*>(vin + lane * 4);
   }
   consumer_sync();
-  stamp(a, ev + 2);
+  if ((a.debug & 64) == 0) stamp(a, ev + 2);
 
   float m[kMaxG], l[kMaxG], acc[kMaxG][4];
 #pragma unroll
@@ -1150,6 +1180,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
   }
 
+  if ((a.debug & 64) != 0) stamp(a, ev + 2);  // (diagnostic: the stamp after the passes instead of after RoPE)
   // Merge the warps in fixed order (a warp without keys has m = −inf and weighs 0).
   const int O = G * kD;
 #pragma unroll

@@ -94,7 +94,8 @@ struct MegakernelArgs {
   uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG, wrong outputs): 1 = no waits for flagged
                                      // words, 2 = no attention, 4 = no GEMV dot products (the epilogues publish
                                      // zeros, so waits still work), 8 = no input gathers, 32 = the producer copies
-                                     // no weights (only the slot descriptors; use with 4)
+                                     // no weights (only the slot descriptors; use with 4), 64 = the trace's
+                                     // "RoPE" stamp moves to after the attention passes (outputs unchanged)
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
 };
 
