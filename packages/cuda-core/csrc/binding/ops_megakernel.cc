@@ -198,8 +198,11 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // results are then wrong, so it says so on stderr.
     if (const char* dbg = std::getenv("QK_MEGAKERNEL_DEBUG")) {
       r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10));
-      if (r.debug != 0)
+      // 64 only moves a trace stamp; every other switch leaves parts of the step out.
+      if ((r.debug & ~64u) != 0)
         std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: megakernel diagnostics on, its outputs are wrong\n", r.debug);
+      else if (r.debug != 0)
+        std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: a trace diagnostic; the outputs are unchanged\n", r.debug);
     }
     // The workspace's sync words start at zero (the caller zeroes the tensor; do it here too, on the stream).
     QK_CUDA_TRY("megakernelCreate", cudaMemsetAsync(r.workspace, 0, inst.plan.workspace_bytes, stream()));

@@ -73,10 +73,7 @@ constexpr int kKeysPerWarp = 8;  // attention: keys per warp and pass
 constexpr int kPass = kConsumerWarps * kKeysPerWarp;  // attention: keys per pass
 constexpr int kMinChunk = kPass;  // positions per attention work item, at least: one pass
 constexpr float kLog2e = 1.4426950408889634f;
-#ifndef QK_GATHER_BATCH
-#define QK_GATHER_BATCH 4
-#endif
-constexpr int kGatherBatch = QK_GATHER_BATCH;  // flagged-word loads per thread issued together in a gather
+constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower, NOTES.md v11)
 
 // Sync words at the start of the workspace (u32).
 constexpr int kAbortWord = 0;

@@ -91,11 +91,11 @@ struct MegakernelArgs {
   float eps = 1e-6f;
   uint32_t epoch = 0;                // tags step 0's flagged words; step s uses epoch + s (never 0: the host skips it)
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
-  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG, wrong outputs): 1 = no waits for flagged
-                                     // words, 2 = no attention, 4 = no GEMV dot products (the epilogues publish
-                                     // zeros, so waits still work), 8 = no input gathers, 32 = the producer copies
-                                     // no weights (only the slot descriptors; use with 4), 64 = the trace's
-                                     // "RoPE" stamp moves to after the attention passes (outputs unchanged)
+  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG; all but 64 make the outputs wrong): 1 = no
+                                     // waits for flagged words, 2 = no attention, 4 = no GEMV dot products (the
+                                     // epilogues publish zeros, so waits still work), 8 = no input gathers, 32 = the
+                                     // producer copies no weights (only the slot descriptors; use with 4), 64 = the
+                                     // trace's "RoPE" stamp moves to after the attention passes (outputs unchanged)
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
 };
 
