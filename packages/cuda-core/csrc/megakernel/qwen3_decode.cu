@@ -25,8 +25,9 @@
 //   1. QKV: RMSNorm of the residual recomputed by every block, then the block's QKV rows.
 //   2. Attention: work items (KV head, chunk of positions). The block of an item waits for its group's q (and,
 //      where its chunk holds the new position, k and v), QK-norms and RoPEs them, appends the new key and value to
-//      the cache, and attends. Chunks of one head are merged by whichever block finishes last (an arrival counter
-//      per layer and KV head, in fixed chunk order, so the result is the same bits every run).
+//      the cache, and attends. Chunks of one head are merged in fixed chunk order (the same bits every run): up to
+//      kFlagMergeChunks chunks by chunk 0's block, from flagged records as they land; more by whichever block
+//      finishes last (after a fence and an arrival counter per layer and KV head).
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -39,8 +40,7 @@
 //
 // Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
 // error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
-// gets an error, never a hung process. (The attention merge does not wait: the last chunk of a head to arrive
-// merges.)
+// gets an error, never a hung process.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -72,6 +72,10 @@ constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
 constexpr int kKeysPerWarp = 8;  // attention: keys per warp and pass
 constexpr int kPass = kConsumerWarps * kKeysPerWarp;  // attention: keys per pass
 constexpr int kMinChunk = kPass;  // positions per attention work item, at least: one pass
+// Heads of up to this many chunks are merged by chunk 0's block from flagged records as they land; heads of more, by
+// the last chunk to arrive, after a fence and an arrival counter (NOTES.md v11/v12: the flagged merge saves two round
+// trips at a few chunks, and loses from about 16 on, where it needs a round trip per batch of chunks).
+constexpr int kFlagMergeChunks = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower, NOTES.md v11)
 
@@ -102,6 +106,7 @@ struct Layout {
   size_t layers_at;
   size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
   size_t part_acc_layer, part_ml_layer;
+  size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeChunks][part_record_words()]
   size_t arg;
   size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
                           // whether it saw a NaN or +inf logit [grid] (u32)
@@ -109,6 +114,12 @@ struct Layout {
 };
 
 __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/**
+ * Words of one attention chunk's flagged partial (8 bytes each: an fp32 value and the step's epoch): the group's G·128
+ * unnormalised outputs, then each head's running max and sum.
+ */
+__host__ __device__ inline int part_record_words(int group) { return group * (kD + 2); }
 
 __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
@@ -133,6 +144,10 @@ __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int 
   l.part_ml_layer = align_up(d.kv_heads * max_chunks * group * 2 * 4, 256);
   l.part_ml = at;
   at += l.part_ml_layer * d.layers;
+  const size_t rec_chunks = static_cast<size_t>(max_chunks < kFlagMergeChunks ? max_chunks : kFlagMergeChunks);
+  l.part_rec_layer = align_up(d.kv_heads * rec_chunks * part_record_words(static_cast<int>(group)) * 8, 256);
+  l.part_rec = at;
+  at += l.part_rec_layer * d.layers;
   l.arg = at;
   at = align_up(at + static_cast<size_t>(grid) * 8, 256);
   l.cand = at;
@@ -310,6 +325,13 @@ __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
 __device__ __forceinline__ void flag_store(void* buf, int64_t pair, unsigned packed, unsigned epoch) {
   const unsigned long long word = (static_cast<unsigned long long>(epoch) << 32) | packed;
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + pair), "l"(word)
+               : "memory");
+}
+
+/** Publishes word `i` of a flagged fp32 buffer: the value's bits and the epoch, in one single-copy-atomic store. */
+__device__ __forceinline__ void flag_store_f32(void* buf, int64_t i, float v, unsigned epoch) {
+  const unsigned long long word = (static_cast<unsigned long long>(epoch) << 32) | __float_as_uint(v);
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + i), "l"(word)
                : "memory");
 }
 
@@ -544,51 +566,56 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
 }
 
 /**
- * Copies `n` values (a multiple of 4) of a flagged buffer into shared memory, waiting for each word of this step.
- * The loads of up to kBatch words per thread are issued together, and while any of them is not ready, all the
- * pending ones are issued again together: a batch costs one L2 round trip after its last word lands. (Spinning on
- * one word at a time, as v5–v10 did, costs a round trip for each word still pending behind it: 4.4 against 2.3 µs
- * for a 3,072-value gather on 132 blocks under a weight stream, NOTES.md v11.) This thread's verdict; the caller
- * combines them with block_ok.
+ * Loads the flagged word pairs at addr(j), j < count ≤ kBatch, into `v`: every load issued together, then, while any
+ * is not ready, every pending one issued again together, so the batch costs one L2 round trip after its last word
+ * lands. (Spinning on one word at a time, as v5–v10 did, costs a round trip for each word still pending behind it:
+ * 4.4 against 2.3 µs for a 3,072-value gather on 132 blocks under a weight stream, NOTES.md v11.) False on timeout or
+ * abort.
+ */
+template <int kBatch, typename Addr>
+__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
+                                                Addr addr) {
+  static_assert(kBatch <= 32, "the pending set is a 32-bit mask");
+#pragma unroll
+  for (int j = 0; j < kBatch; j++)
+    if (j < count) v[j] = flag_load(addr(j));
+  if ((a.debug & 1) != 0) return true;
+  unsigned pending = 0;
+#pragma unroll
+  for (int j = 0; j < kBatch; j++)
+    if (j < count && !flag_ready(v[j], b.epoch)) pending |= 1u << j;
+  if (pending == 0) return true;
+  const uint64_t start = now_ns();
+  for (unsigned spin = 1;; spin++) {
+#pragma unroll
+    for (int j = 0; j < kBatch; j++)
+      if ((pending >> j) & 1u) v[j] = flag_load(addr(j));
+#pragma unroll
+    for (int j = 0; j < kBatch; j++)
+      if (((pending >> j) & 1u) && flag_ready(v[j], b.epoch)) pending &= ~(1u << j);
+    if (pending == 0) return true;
+    if (spin_must_stop(spin, 31, start, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns)) return false;
+  }
+}
+
+/**
+ * Copies `n` values (a multiple of 4) of a flagged buffer into shared memory, waiting for each word of this step, in
+ * batches of kBatch loads per thread (flag_wait_batch). This thread's verdict; the caller combines them with block_ok.
  */
 template <int kBatch>
 __device__ __forceinline__ bool flag_gather(const MegakernelArgs& a, const Block& b, const void* src, int64_t n,
                                             bf16* dst) {
-  static_assert(kBatch <= 32, "the pending set is a 32-bit mask");
   const uint4* s = static_cast<const uint4*>(src);
   const int64_t words = n / 4;
-  const bool wait = (a.debug & 1) == 0;
   for (int64_t base = threadIdx.x; base < words; base += static_cast<int64_t>(kConsumers) * kBatch) {
+    auto at = [&](int j) { return base + static_cast<int64_t>(j) * kConsumers; };
+    int count = 0;
+    while (count < kBatch && at(count) < words) count++;
     uint4 v[kBatch];
-    unsigned pending = 0;
+    if (!flag_wait_batch<kBatch>(a, b, v, count, [&](int j) { return s + at(j); })) return false;
 #pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int64_t i = base + static_cast<int64_t>(j) * kConsumers;
-      if (i < words) v[j] = flag_load(s + i);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int64_t i = base + static_cast<int64_t>(j) * kConsumers;
-      if (i < words && wait && !flag_ready(v[j], b.epoch)) pending |= 1u << j;
-    }
-    if (pending != 0) {
-      const uint64_t start = now_ns();
-      for (unsigned spin = 1;; spin++) {
-#pragma unroll
-        for (int j = 0; j < kBatch; j++)
-          if ((pending >> j) & 1u) v[j] = flag_load(s + base + static_cast<int64_t>(j) * kConsumers);
-#pragma unroll
-        for (int j = 0; j < kBatch; j++)
-          if (((pending >> j) & 1u) && flag_ready(v[j], b.epoch)) pending &= ~(1u << j);
-        if (pending == 0) break;
-        if (spin_must_stop(spin, 31, start, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns)) return false;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      const int64_t i = base + static_cast<int64_t>(j) * kConsumers;
-      if (i < words) *reinterpret_cast<uint2*>(dst + i * 4) = make_uint2(v[j].x, v[j].z);
-    }
+    for (int j = 0; j < kBatch; j++)
+      if (j < count) *reinterpret_cast<uint2*>(dst + at(j) * 4) = make_uint2(v[j].x, v[j].z);
   }
   return true;
 }
@@ -1196,6 +1223,9 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
                     static_cast<int64_t>(g) * max_chunks * O;
   float* part_ml = reinterpret_cast<float*>(ws + lay.part_ml + lay.part_ml_layer * layer) +
                    static_cast<int64_t>(g) * max_chunks * G * 2;
+  const int R = part_record_words(G);  // this head's flagged records: [chunk][R] words
+  unsigned long long* recs = reinterpret_cast<unsigned long long*>(ws + lay.part_rec + lay.part_rec_layer * layer) +
+                             static_cast<int64_t>(g) * min(max_chunks, kFlagMergeChunks) * R;
   for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
     const int oh = o / kD, od = o % kD;
     float mh = -INFINITY;
@@ -1211,12 +1241,74 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     if (chunks == 1) {
       flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
+    } else if (chunks <= kFlagMergeChunks) {
+      flag_store_f32(recs + c * R, o, t0, b.epoch);
+      flag_store_f32(recs + c * R, o + 1, t1, b.epoch);
+      if (od == 0) {
+        flag_store_f32(recs + c * R, O + 2 * oh, mh, b.epoch);
+        flag_store_f32(recs + c * R, O + 2 * oh + 1, lh, b.epoch);
+      }
     } else {
       *reinterpret_cast<float2*>(part_acc + c * O + o) = make_float2(t0, t1);
       if (od == 0) *reinterpret_cast<float2*>(part_ml + (c * G + oh) * 2) = make_float2(mh, lh);
     }
   }
   if (chunks == 1) return true;
+  if (chunks <= kFlagMergeChunks) {
+    if (c != 0) return true;
+    // Chunk 0's block merges the head's chunks (its own included) from their flagged records as they land: no fence,
+    // no arrival counter. Each thread waits for every chunk's (max, sum) word pair and its two outputs' pair: up to 4
+    // chunks in one batch of loads, else the (max, sum) pairs, then the outputs 4 chunks at a time. Then the merge in
+    // chunk order, the same arithmetic as the counter merge below, so either gives the same bits.
+    constexpr int kHalfBatch = kFlagMergeChunks / 2;
+    bool ok = true;
+    for (int o = 2 * tid; o < O && ok; o += 2 * kConsumers) {
+      const int ml = O + 2 * (o / kD);
+      auto word = [&](int q, int i) { return recs + static_cast<int64_t>(q) * R + i; };
+      // x: the (max, sum) pairs of chunks 0…; with up to kHalfBatch chunks, x[kHalfBatch + q] holds chunk q's outputs
+      // and the (max, sum) slots past the last chunk repeat it. (Register slots fixed at compile time: an index known
+      // only at run time would put the arrays in local memory.)
+      uint4 x[kFlagMergeChunks];
+      const bool one = chunks <= kHalfBatch;
+      ok = one ? flag_wait_batch<kFlagMergeChunks>(a, b, x, kHalfBatch + chunks,
+                                                  [&](int j) {
+                                                    return j < kHalfBatch ? word(min(j, chunks - 1), ml)
+                                                                          : word(j - kHalfBatch, o);
+                                                  })
+               : flag_wait_batch<kFlagMergeChunks>(a, b, x, chunks, [&](int j) { return word(j, ml); });
+      if (!ok) break;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int q = 0; q < kFlagMergeChunks; q++)
+        if (q < chunks) mx = fmaxf(mx, __uint_as_float(x[q].x));
+      float n0 = 0.f, n1 = 0.f, den = 0.f;
+      auto add = [&](int q, const uint4& out) {
+        const float w = exp2f(__uint_as_float(x[q].x) - mx);
+        n0 = fmaf(w, __uint_as_float(out.x), n0);
+        n1 = fmaf(w, __uint_as_float(out.z), n1);
+        den = fmaf(w, __uint_as_float(x[q].z), den);
+      };
+      if (one) {
+#pragma unroll
+        for (int q = 0; q < kHalfBatch; q++)
+          if (q < chunks) add(q, x[kHalfBatch + q]);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2 && ok; h++) {
+          uint4 y[kHalfBatch];
+          const int first = h * kHalfBatch;
+          ok = flag_wait_batch<kHalfBatch>(a, b, y, min(kHalfBatch, chunks - first),
+                                           [&](int j) { return word(first + j, o); });
+#pragma unroll
+          for (int q = 0; q < kHalfBatch; q++)
+            if (ok && first + q < chunks) add(first + q, y[q]);
+        }
+        if (!ok) break;
+      }
+      flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
+    }
+    return block_ok(b, ok);
+  }
   __threadfence();
   consumer_sync();
   if (tid == 0) {
@@ -1464,10 +1556,12 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
 }
 
 /**
- * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax. Two instantiations, so that the
- * argmax kernel carries no sampling code (with it, greedy steps measured 2–3% slower: NOTES.md, v8).
+ * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax; G: query heads per KV head (the
+ * model's, checked by the plan). One instantiation per pair, so that each carries only the code it runs: the argmax
+ * kernel no sampling code (with it, greedy steps measured 2–3% slower: NOTES.md, v8), and each kernel one attention
+ * (with all four group sizes in one kernel, its code was 333 KB and 231 registers; NOTES.md, v12).
  */
-template <bool kSample>
+template <bool kSample, int G>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
@@ -1570,14 +1664,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
-        bool ok = false;
-        switch (static_cast<int>(d.q_heads) / static_cast<int>(d.kv_heads)) {  // the plan admits groups of 1 to 4
-          case 1: ok = attend<1>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-          case 2: ok = attend<2>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-          case 3: ok = attend<3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-          default: ok = attend<4>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4); break;
-        }
-        if (!ok) return;
+        if (!attend<G>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4)) return;
       } else {
         stamp(a, ev + 4);
         stamp(a, ev + 5);
@@ -1620,6 +1707,18 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   }
 }
 
+using DecodeKernel = void (*)(MegakernelArgs);
+
+/** The kernel for a model's query group (1 to 4: the plan refuses others) and the steps' draw. */
+DecodeKernel decode_kernel(const MegakernelDims& d, bool sample) {
+  switch (d.q_heads / d.kv_heads) {
+    case 1: return sample ? qwen3_decode_kernel<true, 1> : qwen3_decode_kernel<false, 1>;
+    case 2: return sample ? qwen3_decode_kernel<true, 2> : qwen3_decode_kernel<false, 2>;
+    case 3: return sample ? qwen3_decode_kernel<true, 3> : qwen3_decode_kernel<false, 3>;
+    default: return sample ? qwen3_decode_kernel<true, 4> : qwen3_decode_kernel<false, 4>;
+  }
+}
+
 }  // namespace
 
 cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const char** why, size_t slot_bytes) {
@@ -1651,7 +1750,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
   int per_sm = 1;
-  for (const auto kernel : {qwen3_decode_kernel<false>, qwen3_decode_kernel<true>}) {
+  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true)}) {
     QK_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int n = 0;
@@ -1680,7 +1779,9 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
 
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream) {
   if (args.slots != plan.slots || args.slot_bytes != static_cast<int64_t>(plan.slot_bytes) || args.steps < 1 ||
-      args.steps > kMegakernelMaxSteps || args.inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK)
+      args.steps > kMegakernelMaxSteps || args.inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK ||
+      args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
+      args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;
   if (args.top_k > 0) {
     if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||
@@ -1694,8 +1795,7 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   config.blockDim = dim3(plan.threads);
   config.dynamicSmemBytes = plan.smem_bytes;
   config.stream = stream;
-  const cudaError_t launched = args.top_k > 0 ? cudaLaunchKernelEx(&config, qwen3_decode_kernel<true>, args)
-                                             : cudaLaunchKernelEx(&config, qwen3_decode_kernel<false>, args);
+  const cudaError_t launched = cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0), args);
   const cudaError_t last = cudaGetLastError();
   return launched != cudaSuccess ? launched : last;
 }
