@@ -147,6 +147,9 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
     r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
+    // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS
+    // overrides it (a knob; 0 = they always take rows).
+    r.skip_items = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SKIP_ITEMS", inst.plan.skip_items), 4096));
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);

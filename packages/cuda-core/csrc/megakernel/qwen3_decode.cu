@@ -398,11 +398,12 @@ __device__ __forceinline__ int attention_chunks(const MegakernelDims& d, int pos
 
 /**
  * Blocks [0, result) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
- * land: when few blocks attend (short contexts). Otherwise 0: every block takes rows of every stage.
+ * land: when at most `a.skip_items` blocks attend (short contexts), and not all of them. Otherwise 0: every block
+ * takes rows of every stage.
  */
-__device__ __forceinline__ int attention_skip(const MegakernelDims& d, int pos) {
-  const int items = static_cast<int>(d.kv_heads) * attention_chunks(d, pos);
-  return items * 4 <= static_cast<int>(gridDim.x) ? items : 0;
+__device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) {
+  const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a.dims, pos);
+  return items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must take rows)
 }
 
 /** The rows a stage skips on the attention blocks (QKV and O only). */
@@ -811,7 +812,7 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
   RingPos at;
   unsigned issued = 0;  // tiles so far (a stage with no tile counts its empty descriptor)
   for (int step = 0; step < a.steps; step++) {
-    const int skip = attention_skip(a.dims, pos0 + step);
+    const int skip = attention_skip(a, pos0 + step);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
     for (int layer = 0; layer < a.dims.layers; layer++) {
       // The GEMV stages of a layer in order (the attention stage streams no weights).
@@ -1620,7 +1621,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   for (int step = 0; step < a.steps; step++) {
     const int pos = pos0 + step;
     b.epoch = a.epoch + static_cast<unsigned>(step);
-    b.attn_skip = attention_skip(d, pos);
+    b.attn_skip = attention_skip(a, pos);
     if (step > 0) {
       // The previous step's token, for this step's embedding row. Every block waits for it, also those that do
       // not read the row: it is published after every block's arrival, so once it is seen (and fenced), everything
@@ -1772,6 +1773,10 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
                              static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + d.q_heads * kD + 3 * d.ffn);
   plan->claim = layer_bytes / sms >= kClaimBytesPerBlock;
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
+  // Up to half the grid attends without QKV or O rows on models that take fixed shares (0.6B: up to 8 chunks per KV
+  // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
+  // on models that claim tiles, where the others' bandwidth is the limit.
+  plan->skip_items = plan->claim ? sms / 4 : sms / 2;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;
   return cudaSuccess;

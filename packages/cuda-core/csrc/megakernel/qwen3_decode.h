@@ -54,6 +54,8 @@ struct MegakernelPlan {
   bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
+  int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
+                          // grid with fixed shares, a quarter with claimed tiles: NOTES.md v12)
 };
 
 /** Everything one decode step reads and writes. */
@@ -75,6 +77,8 @@ struct MegakernelArgs {
   int64_t slot_bytes = 0;
   int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
   int claim = 0;                     // 1: blocks claim GEMV tiles from per-stage counters; 0: fixed shares
+  int skip_items = 0;                // attention items up to which the attending blocks take no QKV or O rows
+                                     // (MegakernelPlan::skip_items)
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
