@@ -200,7 +200,7 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // A diagnostic for the development log (NOTES.md): switches off parts of the step to time the rest. The
     // results are then wrong, so it says so on stderr.
     if (const char* dbg = std::getenv("QK_MEGAKERNEL_DEBUG")) {
-      r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10));
+      r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10)) & kMegakernelDebugBits;
       // 64 only moves a trace stamp; every other switch leaves parts of the step out.
       if ((r.debug & ~64u) != 0)
         std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: megakernel diagnostics on, its outputs are wrong\n", r.debug);

@@ -103,6 +103,9 @@ struct MegakernelArgs {
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
 };
 
+/** The diagnostic bits of MegakernelArgs::debug (the binding passes no others). */
+constexpr uint32_t kMegakernelDebugBits = 1 | 2 | 4 | 8 | 32 | 64;
+
 /** Trace stamps per layer: start, then after each of: QKV input (RMSNorm), QKV first tile, QKV, attention (its
  * loads issued, q/k/v gathered, roped, done), O input (the wait for attention), O first tile, O, gate/up input
  * (RMSNorm), gate/up first tile, gate/up, down input, down first tile, down. */
