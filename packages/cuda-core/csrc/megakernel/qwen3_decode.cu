@@ -776,6 +776,23 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       issued++;
       return true;
     }
+    // Everything but the copy itself is done before waiting for the copy in flight, so that this one leaves the
+    // moment that one lands, with none of the single producer thread's bookkeeping in between (NOTES.md v13: neutral
+    // on its own; the producer waits for landed copies some 300 µs of a 600 µs step, and for free slots some 100).
+    // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
+    // before the TMA's writes (async proxy).
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const int64_t n = lim - t0 < per ? lim - t0 : per;
+    const unsigned bytes = static_cast<unsigned>(n * s.k * 2);
+    const int64_t next = counter != nullptr ? static_cast<int64_t>(pending) * per : t0 + per;
+    const bool last = next >= lim;
+    const bool copy = (a.debug & 32) == 0;
+    uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
+    const bf16* src = s.w + t0 * s.k;
+    b.desc[slot] = make_uint2(static_cast<unsigned>(t0), static_cast<unsigned>(n) | (last ? 0x80000000u : 0u));
+    // The slot's one arrival, before its copy is issued: the phase completes once the bytes it expects have landed.
+    if (copy) mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
+    mbar_arrive(&b.full[slot]);
     // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
     // been refilled since: that needs this copy's slot round to come first).
     if (inflight > 0 && issued >= static_cast<unsigned>(inflight)) {
@@ -787,21 +804,10 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       }
       if (!mbar_wait(b, &b.full[back], phase)) return false;
     }
-    // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
-    // before the TMA's writes (async proxy).
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    const int64_t n = lim - t0 < per ? lim - t0 : per;
-    const unsigned bytes = static_cast<unsigned>(n * s.k * 2);
-    if ((a.debug & 32) == 0) {
-      mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
-      uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
-      bulk_copy(dst, s.w + t0 * s.k, bytes, &b.full[slot]);
-      if (s.rows_per_unit == 2) bulk_copy(dst + bytes, s.w + (t0 + s.up_offset) * s.k, bytes, &b.full[slot]);
+    if (copy) {
+      bulk_copy(dst, src, bytes, &b.full[slot]);
+      if (s.rows_per_unit == 2) bulk_copy(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot]);
     }
-    const int64_t next = counter != nullptr ? static_cast<int64_t>(pending) * per : t0 + per;
-    const bool last = next >= lim;
-    b.desc[slot] = make_uint2(static_cast<unsigned>(t0), static_cast<unsigned>(n) | (last ? 0x80000000u : 0u));
-    mbar_arrive(&b.full[slot]);  // the slot's one arrival: the phase completes once the bytes have landed too
     ring_next(at, a.slots);
     issued++;
     if (last) return true;
@@ -934,8 +940,13 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   const StageShape s = stage_shape(a, layer, stage);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   void* out = stage_output(a, lay, layer, stage);
-  const int64_t k = s.k;
-  unsigned pairs = 0;  // row pairs of this stage so far in the block
+  // 32-bit row offsets within a slot (a slot is at most 227 KB).
+  const int k = static_cast<int>(s.k);
+  const int k_dot = (a.debug & 4) != 0 ? 0 : k;  // (diagnostic: no dot products)
+  // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
+  // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile. `mine` is this
+  // warp's next pair (its stage-wide index), `pairs` the stage's pairs before the current tile.
+  int pairs = 0, mine = warp;
   for (bool last = false; !last; ring_next(at, a.slots)) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
@@ -944,18 +955,17 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
     const int64_t t0 = desc.x;
     const int n = static_cast<int>(desc.y & 0x7fffffffu);
     last = n == 0 || (desc.y >> 31) != 0;
-    const bf16* tile = reinterpret_cast<const bf16*>(b.slots + static_cast<size_t>(slot) * a.slot_bytes);
-    // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
-    // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile.
-    const int first = (warp + kConsumerWarps - static_cast<int>(pairs % kConsumerWarps)) % kConsumerWarps;
-    pairs += static_cast<unsigned>(n + 1) / 2;
-    const int64_t k_dot = (a.debug & 4) != 0 ? 0 : k;  // (diagnostic: no dot products)
+    const bf16* tile =
+        reinterpret_cast<const bf16*>(b.slots + static_cast<unsigned>(slot) * static_cast<unsigned>(a.slot_bytes));
+    const int first = mine - pairs;
+    pairs += (n + 1) / 2;
     for (int r = 2 * first; r < n; r += 2 * kConsumerWarps) {
-      const bf16* row = tile + static_cast<int64_t>(r) * k;
-      const bf16* up = row + static_cast<int64_t>(n) * k;  // gate/up: the up rows
+      mine += kConsumerWarps;
+      const bf16* row = tile + r * k;
+      const bf16* up = row + n * k;  // gate/up: the up rows
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
-      for (int64_t c = lane * 8; c < k_dot; c += 256) {
+      for (int c = lane * 8; c < k_dot; c += 256) {
         const uint4 xv = lds128(b.x + c);
         acc0 = dot8(lds128(row + c), xv, acc0);
         acc1 = dot8(lds128(row + k + c), xv, acc1);
@@ -1003,9 +1013,11 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         }
       }
     }
-    // Every consumer thread releases the slot itself after its own reads (the producer's wait on the empty barrier
-    // acquires them all before its TMA copy overwrites the slot).
-    mbar_arrive(&b.empty[slot]);
+    // One arrival per warp releases the slot: __syncwarp orders every lane's reads of it before lane 0's arrival,
+    // which the producer's wait on the empty barrier acquires before its TMA copy overwrites the slot (a tile's
+    // bookkeeping is on every warp's chain: NOTES.md v13).
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&b.empty[slot]);
   }
   return true;
 }
@@ -1353,14 +1365,14 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
-  // Code placement: 496 instructions that never run (the binding never passes this debug value), so that the code
-  // after the attention lies where it was measured fastest. The same kernel without them was 20-70 µs per token
-  // slower at positions 512-1279, instruction for instruction the same code placed 7.9 KB lower (NOTES.md v12, runs
-  // 61h, 61n). Any change above this point moves what follows it: measure the whole sweep.
+  // Code placement: 656 instructions that never run (the binding never passes this debug value), so that the code
+  // after the attention lies where it was measured fastest: the same kernel with 416-896 of them ran up to 40 µs per
+  // token apart at positions 512-1279, and without them (v12) up to 70 µs slower (NOTES.md v12 and v13; runs 61n,
+  // 62i, 62j). Any change above this point moves what follows it: measure the whole sweep.
   if (a.debug == kPlacementPad) {
     unsigned x = static_cast<unsigned>(tid);
 #pragma unroll
-    for (int i = 0; i < 496; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
+    for (int i = 0; i < 656; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
     b.flag[0] = static_cast<int>(x);
   }
   return true;
@@ -1627,7 +1639,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.slots; i++) {
       mbar_init(&b.full[i], 1);
-      mbar_init(&b.empty[i], kConsumers);
+      mbar_init(&b.empty[i], kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     b.flag[0] = 0;
