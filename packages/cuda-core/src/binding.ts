@@ -50,6 +50,13 @@ export type MegakernelPlan =
       slots: number;
       slotBytes: number;
       /**
+       * The ring of launches that start below `shortRingUntil` (0: none): fewer, larger slots where attention is
+       * short ({@link Binding.megakernelLaunch}'s `position` picks it).
+       */
+      shortSlots: number;
+      shortSlotBytes: number;
+      shortRingUntil: number;
+      /**
        * Whether blocks claim GEMV tiles from shared counters (large models: balances the blocks) rather than take
        * fixed shares (small models: fewer round trips).
        */
@@ -462,7 +469,9 @@ export interface Binding {
    * s + 1 on the device, and the launch leaves `[last token, position + steps]` in `state`. Each step's token is
    * published to pinned host memory as soon as it is known ({@link Binding.megakernelToken}). The token is the
    * argmax, or with `topK` in 1–64 a draw by `sample`'s rule (`temperature` > 0, `topP` in (0, 1]) with
-   * `uniforms[s]` (one value in [0, 1) per step). `steps` must be 1 for an instance that records a trace.
+   * `uniforms[s]` (one value in [0, 1) per step); with `topK` 0 the sampling arguments are not read. `steps` must
+   * be 1 for an instance that records a trace. `position`, the launch's first position (the one in `state`), picks
+   * the weight ring: the plan's short-context ring below its `shortRingUntil`, else (and when absent) the default.
    */
   megakernelLaunch(
     handle: number,
@@ -471,6 +480,7 @@ export interface Binding {
     temperature?: number,
     topP?: number,
     uniforms?: Float64Array,
+    position?: number,
   ): void;
   /**
    * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel

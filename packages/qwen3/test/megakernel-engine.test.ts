@@ -268,6 +268,45 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     claimed.dispose();
   });
 
+  it('the short-context ring (launches below the plan\'s shortRingUntil) gives the same bits as the default ring', () => {
+    const config = CONFIGS[0]![1];
+    const plan = megakernelPlan({
+      hidden: config.hiddenSize,
+      qHeads: config.numHeads,
+      kvHeads: config.numKvHeads,
+      ffn: config.intermediateSize,
+      layers: config.numLayers,
+      vocab: config.vocabSize,
+    });
+    if (!plan.supported) throw new Error(plan.reason);
+    // These rows are narrow: the default 20 KB slots stand, and launches below 512 take fewer, 28 KB ones.
+    expect(plan.shortRingUntil).toBe(512);
+    expect(plan.shortSlotBytes).toBe(28 * 1024);
+    expect(plan.shortSlots * plan.shortSlotBytes).toBeLessThanOrEqual(plan.sharedBytes);
+    expect(plan.slots * plan.slotBytes).toBeLessThanOrEqual(plan.sharedBytes);
+    const both = build('megakernel', config, 14);
+    const previous = process.env.QK_MEGAKERNEL_SLOT_KB;
+    process.env.QK_MEGAKERNEL_SLOT_KB = '20'; // a requested slot size: every launch on that ring (read at creation)
+    let fixed: Engine;
+    try {
+      fixed = build('megakernel', config, 14);
+    } finally {
+      if (previous === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
+      else process.env.QK_MEGAKERNEL_SLOT_KB = previous;
+    }
+    // Steps from 300 to 560: below the bound on the short ring, then on the default one.
+    const ids = randomIds(560, config.vocabSize, 31);
+    const a = trace(both, ids, 300);
+    const b = trace(fixed, ids, 300);
+    expect(a.length).toBe(b.length);
+    for (let s = 0; s < a.length; s++) {
+      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
+    }
+    both.dispose();
+    fixed.dispose();
+  });
+
   it('greedy next() runs several steps per launch: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {
     const config = CONFIGS[0]![1];
     const maxContext = 64;

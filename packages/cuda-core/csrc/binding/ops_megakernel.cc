@@ -115,6 +115,9 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("sharedBytes", static_cast<double>(plan.smem_bytes));
     o.Set("slots", plan.slots);
     o.Set("slotBytes", static_cast<double>(plan.slot_bytes));
+    o.Set("shortSlots", plan.short_slots);
+    o.Set("shortSlotBytes", static_cast<double>(plan.short_slot_bytes));
+    o.Set("shortRingUntil", plan.short_until);
     o.Set("claimTiles", plan.claim);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
@@ -236,10 +239,12 @@ Instance& instance_at(const Args& a, size_t i) {
   return it->second;
 }
 
-// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms]): queues `steps` decode steps in one launch
-// (reads state; writes the logits of each step in turn, result, state; publishes each step's token to the host as it
-// is made). Each step takes its argmax, or with topK > 0 draws by `sample`'s rule (top-k ≤ 64, temperature > 0,
-// top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)).
+// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms, position]): queues `steps` decode steps in
+// one launch (reads state; writes the logits of each step in turn, result, state; publishes each step's token to the
+// host as it is made). Each step takes its argmax, or with topK > 0 draws by `sample`'s rule (top-k ≤ 64,
+// temperature > 0, top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)); with topK = 0
+// the arguments after it are not read, except `position`: the launch's first position (the one in state), which
+// picks the weight ring (the plan's short-context ring below its shortRingUntil; absent: the default ring).
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelLaunch", [&info](const Args& a) -> Napi::Value {
     a.expect_count(1);
@@ -264,9 +269,15 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
         if (!(uniforms[s] >= 0.0 && uniforms[s] < 1.0)) a.fail("uniforms", "must lie in [0, 1)");
       }
     }
+    const int64_t position = a.count() > 6 ? a.int64(6, "position", 0, INT32_MAX) : -1;
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
+    // The ring: the plan's short-context one for a launch known to start below its bound. (The kernel reads the
+    // position from state; a wrong hint costs speed only, never correctness: both rings serve every position.)
+    const bool short_ring = position >= 0 && position < inst.plan.short_until;
+    inst.args.slots = short_ring ? inst.plan.short_slots : inst.plan.slots;
+    inst.args.slot_bytes = static_cast<int64_t>(short_ring ? inst.plan.short_slot_bytes : inst.plan.slot_bytes);
     // Step s of the launch tags its flagged words with epoch + s. Epochs never repeat between clears of the
     // workspace; 0 is what the cleared workspace holds, so numbering starts at 1, and it starts again (after a clear)
     // before it would wrap.

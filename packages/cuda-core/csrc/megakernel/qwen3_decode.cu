@@ -64,6 +64,11 @@ constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
 constexpr size_t kDefaultSlotBytes = 20 * 1024;  // the default slot size to aim for (NOTES.md, v9: the ring sweep)
+// The slot size of launches that start below kShortRingUntil, for models whose default slots hold a pair of their
+// widest rows (NOTES.md v13, run 62j: Qwen3-0.6B 583-589 against 595-599 µs per token from position 1, equal at 512,
+// 748-751 against 737-739 at 1024).
+constexpr size_t kShortSlotBytes = 28 * 1024;
+constexpr int kShortRingUntil = 512;
 constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
 constexpr double kClaimBytesPerBlock = 1 << 20;  // weight bytes per block and layer from which blocks claim tiles
 constexpr int kD = static_cast<int>(kMegakernelHeadDim);
@@ -1783,9 +1788,18 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   slot = std::max(slot, static_cast<size_t>(widest));
   slot = align_up(slot, 1024);
   const size_t fixed = fixed_smem_bytes(d);
-  const size_t slots = fixed < kSmemLimit ? std::min<size_t>(kMaxSlots, (kSmemLimit - fixed) / slot) : 0;
+  auto ring_slots = [&](size_t bytes) {
+    return fixed < kSmemLimit ? std::min<size_t>(kMaxSlots, (kSmemLimit - fixed) / bytes) : 0;
+  };
+  const size_t slots = ring_slots(slot);
   if (slots < 2) return refuse("a pair of weight rows is too wide for two shared-memory ring slots");
-  const size_t smem = slots * slot + fixed;
+  // The short-context ring: only with the default slot size (a requested size is a tuning knob, kept for every
+  // launch) and where the default was not already widened to the model's rows.
+  const size_t short_slots = slot_bytes == 0 && slot == kDefaultSlotBytes ? ring_slots(kShortSlotBytes) : 0;
+  plan->short_slots = short_slots >= 2 ? static_cast<int>(short_slots) : 0;
+  plan->short_slot_bytes = plan->short_slots > 0 ? kShortSlotBytes : 0;
+  plan->short_until = plan->short_slots > 0 ? kShortRingUntil : 0;
+  const size_t smem = std::max(slots * slot, plan->short_slots * plan->short_slot_bytes) + fixed;
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
   int per_sm = 1;
@@ -1821,7 +1835,10 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
 }
 
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream) {
-  if (args.slots != plan.slots || args.slot_bytes != static_cast<int64_t>(plan.slot_bytes) || args.steps < 1 ||
+  const bool long_ring = args.slots == plan.slots && args.slot_bytes == static_cast<int64_t>(plan.slot_bytes);
+  const bool short_ring = plan.short_until > 0 && args.slots == plan.short_slots &&
+                          args.slot_bytes == static_cast<int64_t>(plan.short_slot_bytes);
+  if ((!long_ring && !short_ring) || args.steps < 1 ||
       args.steps > kMegakernelMaxSteps || args.inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK ||
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)

@@ -51,6 +51,12 @@ struct MegakernelPlan {
   size_t smem_bytes = 0;  // dynamic shared memory per block
   int slots = 0;          // weight ring: slots of slot_bytes each
   size_t slot_bytes = 0;
+  // The ring of launches that start below `short_until` (0: none): fewer, larger slots, so fewer tiles per stage,
+  // where attention is short and needs less run-ahead (NOTES.md v13: 28 KB against 20 KB for Qwen3-0.6B). A launch
+  // passes one of the two rings in MegakernelArgs::slots / slot_bytes.
+  int short_slots = 0;
+  size_t short_slot_bytes = 0;
+  int short_until = 0;
   bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most

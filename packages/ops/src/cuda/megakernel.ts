@@ -39,6 +39,10 @@ export type MegakernelPlan =
       /** The weight ring in shared memory: slots of `slotBytes` each. */
       readonly slots: number;
       readonly slotBytes: number;
+      /** The ring of launches that start below `shortRingUntil` (0: none): fewer, larger slots. */
+      readonly shortSlots: number;
+      readonly shortSlotBytes: number;
+      readonly shortRingUntil: number;
       /**
        * Whether blocks claim GEMV tiles from shared counters (large models: balances the blocks) rather than take
        * fixed shares (small models: fewer round trips).
@@ -397,7 +401,7 @@ export class Qwen3Megakernel {
     this.#launched = null;
     nativeCall(op, () =>
       sampling === undefined
-        ? cudaBinding(op).megakernelLaunch(h, steps)
+        ? cudaBinding(op).megakernelLaunch(h, steps, 0, 1, 1, undefined, position)
         : cudaBinding(op).megakernelLaunch(
             h,
             steps,
@@ -405,6 +409,7 @@ export class Qwen3Megakernel {
             sampling.temperature,
             sampling.topP,
             sampling.uniforms,
+            position,
           ),
     );
     this.#launched = { position, steps };
