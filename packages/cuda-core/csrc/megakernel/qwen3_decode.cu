@@ -5,7 +5,8 @@
 // Shape of a launch: one block per SM, all resident (checked with the occupancy API before the first launch).
 // Each block has 7 consumer warps that compute and one producer warp that streams weights. Every weight matrix is
 // cut by row pairs into one contiguous slice per block, and each slice into tiles of at most one shared-memory slot
-// (a run-time size, 20 KB by default, at least a pair of the widest rows). The producer walks the block's slices of
+// (a run-time size, 20 KB by default, at least a pair of the widest rows; launches that start at short contexts may
+// take fewer, larger slots: MegakernelPlan::short_until). The producer walks the block's slices of
 // every step in order (QKV, O, gate/up, down of each layer, then the LM head) and copies each tile into the ring of
 // slots with TMA bulk copies (16-byte aligned, L1 bypassed), completing on the slot's "full" mbarrier, with at most
 // `inflight` copies outstanding (more bytes in flight make every L2 round trip of the other stages slower).
