@@ -66,8 +66,8 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
 constexpr size_t kDefaultSlotBytes = 20 * 1024;  // the default slot size to aim for (NOTES.md, v9: the ring sweep)
 // The slot size of launches that start below kShortRingUntil, for models whose default slots hold a pair of their
-// widest rows (NOTES.md v13, run 62j: Qwen3-0.6B 583-589 against 595-599 µs per token from position 1, equal at 512,
-// 748-751 against 737-739 at 1024).
+// widest rows (NOTES.md v13, runs 62j and 62l: Qwen3-0.6B 581-595 against 595-600 µs per token from position 1, equal
+// at 512; 748-751 against 737-739 at 1024, where launches keep the default ring).
 constexpr size_t kShortSlotBytes = 28 * 1024;
 constexpr int kShortRingUntil = 512;
 constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
