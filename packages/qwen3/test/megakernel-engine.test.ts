@@ -268,7 +268,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     claimed.dispose();
   });
 
-  it('the short-context ring (launches below the plan\'s shortRingUntil) gives the same bits as the default ring', () => {
+  it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
     const plan = megakernelPlan({
       hidden: config.hiddenSize,
