@@ -270,41 +270,56 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
-    const plan = megakernelPlan({
+    const dims = {
       hidden: config.hiddenSize,
       qHeads: config.numHeads,
       kvHeads: config.numKvHeads,
       ffn: config.intermediateSize,
       layers: config.numLayers,
       vocab: config.vocabSize,
-    });
-    if (!plan.supported) throw new Error(plan.reason);
+    };
+    /** The plan and an engine with QK_MEGAKERNEL_SLOT_KB set to `kb` (read when each is made; unset: the default). */
+    const withSlotKb = (kb: string | undefined) => {
+      const previous = process.env.QK_MEGAKERNEL_SLOT_KB;
+      if (kb === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
+      else process.env.QK_MEGAKERNEL_SLOT_KB = kb;
+      try {
+        const plan = megakernelPlan(dims);
+        if (!plan.supported) throw new Error(plan.reason);
+        return { plan, engine: build('megakernel', config, 14) };
+      } finally {
+        if (previous === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
+        else process.env.QK_MEGAKERNEL_SLOT_KB = previous;
+      }
+    };
     // These rows are narrow: the default 20 KB slots stand, and launches below 512 take fewer, 28 KB ones.
-    expect(plan.shortRingUntil).toBe(512);
-    expect(plan.shortSlotBytes).toBe(28 * 1024);
-    expect(plan.shortSlots * plan.shortSlotBytes).toBeLessThanOrEqual(plan.sharedBytes);
-    expect(plan.slots * plan.slotBytes).toBeLessThanOrEqual(plan.sharedBytes);
-    const both = build('megakernel', config, 14);
-    const previous = process.env.QK_MEGAKERNEL_SLOT_KB;
-    process.env.QK_MEGAKERNEL_SLOT_KB = '20'; // a requested slot size: every launch on that ring (read at creation)
-    let fixed: Engine;
-    try {
-      fixed = build('megakernel', config, 14);
-    } finally {
-      if (previous === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
-      else process.env.QK_MEGAKERNEL_SLOT_KB = previous;
-    }
-    // Steps from 300 to 560: below the bound on the short ring, then on the default one.
+    const both = withSlotKb(undefined);
+    expect(both.plan.slotBytes).toBe(20 * 1024);
+    expect(both.plan.shortRingUntil).toBe(512);
+    expect(both.plan.shortSlotBytes).toBe(28 * 1024);
+    expect(both.plan.shortSlots * both.plan.shortSlotBytes).toBeLessThanOrEqual(both.plan.sharedBytes);
+    expect(both.plan.slots * both.plan.slotBytes).toBeLessThanOrEqual(both.plan.sharedBytes);
+    // A requested slot size puts every launch on one ring: the default one, or one of the short ring's size.
+    const only20 = withSlotKb('20');
+    const only28 = withSlotKb('28');
+    expect([only20.plan.slotBytes, only20.plan.shortRingUntil]).toEqual([20 * 1024, 0]);
+    expect([only28.plan.slotBytes, only28.plan.slots, only28.plan.shortRingUntil]).toEqual([
+      28 * 1024,
+      both.plan.shortSlots,
+      0,
+    ]);
+    // Steps from 300 to 560: the default engine crosses from its short ring to the default one at 512.
     const ids = randomIds(560, config.vocabSize, 31);
-    const a = trace(both, ids, 300);
-    const b = trace(fixed, ids, 300);
-    expect(a.length).toBe(b.length);
-    for (let s = 0; s < a.length; s++) {
-      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
+    const want = trace(only20.engine, ids, 300);
+    for (const other of [both, only28]) {
+      const got = trace(other.engine, ids, 300);
+      expect(got.length).toBe(want.length);
+      for (let s = 0; s < want.length; s++) {
+        expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+        expect(sameBits(got[s]!, want[s]!), `step ${s}`).toBe(true);
+      }
     }
-    both.dispose();
-    fixed.dispose();
+    for (const e of [both, only20, only28]) e.engine.dispose();
   });
 
   it('greedy next() runs several steps per launch: claimed steps give the tokens of plain steps, superseded ones do no harm', () => {

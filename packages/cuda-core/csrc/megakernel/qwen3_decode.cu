@@ -1802,10 +1802,19 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   const size_t smem = std::max(slots * slot, plan->short_slots * plan->short_slot_bytes) + fixed;
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
+  // The kernels' dynamic shared memory cap is the device's whole opt-in limit, not this plan's size: a kernel
+  // function is shared by every instance of its query group (models, rings, QK_MEGAKERNEL_SLOT_KB), and a later,
+  // smaller plan must not lower the cap below an earlier instance's launches (cudaErrorInvalidValue; NOTES.md v13).
+  int dev = 0, optin = 0;
+  QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
+  QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (smem > static_cast<size_t>(optin)) {
+    *why = "the kernel needs more shared memory per block than this GPU offers";
+    return cudaErrorInvalidConfiguration;
+  }
   int per_sm = 1;
   for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true)}) {
-    QK_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     int n = 0;
     QK_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
     per_sm = std::min(per_sm, n);
