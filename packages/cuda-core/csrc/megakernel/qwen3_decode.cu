@@ -1808,13 +1808,16 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   int dev = 0, optin = 0;
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (smem > static_cast<size_t>(optin)) {
-    *why = "the kernel needs more shared memory per block than this GPU offers";
-    return cudaErrorInvalidConfiguration;
-  }
   int per_sm = 1;
   for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true)}) {
-    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    cudaFuncAttributes attr{};
+    QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+    const int cap = optin - static_cast<int>(attr.sharedSizeBytes);  // (the kernel's static shared memory counts too)
+    if (cap <= 0 || smem > static_cast<size_t>(cap)) {
+      *why = "the kernel needs more shared memory per block than this GPU offers";
+      return cudaErrorInvalidConfiguration;
+    }
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cap));
     int n = 0;
     QK_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
     per_sm = std::min(per_sm, n);
