@@ -340,9 +340,7 @@ __device__ __forceinline__ void flag_store(void* buf, int64_t pair, unsigned pac
 
 /** Publishes word `i` of a flagged fp32 buffer: the value's bits and the epoch, in one single-copy-atomic store. */
 __device__ __forceinline__ void flag_store_f32(void* buf, int64_t i, float v, unsigned epoch) {
-  const unsigned long long word = (static_cast<unsigned long long>(epoch) << 32) | __float_as_uint(v);
-  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + i), "l"(word)
-               : "memory");
+  flag_store(buf, i, __float_as_uint(v), epoch);
 }
 
 /**
