@@ -1715,7 +1715,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       stamp(a, ev + 7);
       // 3.–5. O projection + residual; RMSNorm + gate/up + SwiGLU; down projection + residual. O and down run in one
       // loop that is not unrolled, so that their input copy and their GEMV are in the kernel's code once: 8 KB less
-      // code for every layer to fetch again, and 6-10 µs per token faster at positions 1-512 (NOTES.md v14, run 63c).
+      // code for every layer to fetch again; 5-15 µs per token faster at positions 1 and 128, a few at 512 and 1024,
+      // about 5 slower at 4096 (NOTES.md v14, runs 63c, 63e, 63j).
       // (A loop over all four stages, with the attention inside it, runs out of registers and spills: v14, run 63b.)
 #pragma unroll 1
       for (int h = 0; h < 2; h++) {
