@@ -1,5 +1,6 @@
 // A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, expect with toBe,
-// toEqual, toBeLessThan, toBeGreaterThan(OrEqual), toThrow, expect.arrayContaining), so gpu-test-bundle.mjs can
+// toEqual, toMatch, toContain, toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a
+// message part, expect.arrayContaining), so gpu-test-bundle.mjs can
 // turn such a file into one script that runs under a bare `node` on a GPU host with no npm (DESIGN.md §5). It is
 // not vitest: it only needs to run our own tests faithfully, and it fails a run in which nothing passed.
 import { isDeepStrictEqual } from 'node:util';
@@ -45,8 +46,14 @@ export function expect(v, msg = '') {
     toMatch: (re) => {
       if (!(typeof re === 'string' ? String(v).includes(re) : re.test(String(v)))) fail(`to match ${re}`);
     },
+    toContain: (x) => {
+      if (!(typeof v === 'string' ? v.includes(x) : Array.from(v ?? []).includes(x))) fail(`to contain ${x}`);
+    },
     toBeLessThan: (x) => {
       if (!(v < x)) fail(`< ${x}`);
+    },
+    toBeLessThanOrEqual: (x) => {
+      if (!(v <= x)) fail(`<= ${x}`);
     },
     toBeGreaterThan: (x) => {
       if (!(v > x)) fail(`> ${x}`);
@@ -54,12 +61,16 @@ export function expect(v, msg = '') {
     toBeGreaterThanOrEqual: (x) => {
       if (!(v >= x)) fail(`>= ${x}`);
     },
-    toThrow: (cls) => {
+    toThrow: (want) => {
       try {
         v();
       } catch (e) {
-        if (cls && !(e instanceof cls))
-          fail(`to throw ${cls.name}, threw ${e?.constructor?.name}: ${e?.message}`);
+        const message = String(e?.message ?? e);
+        if (typeof want === 'function' && !(e instanceof want))
+          fail(`to throw ${want.name}, threw ${e?.constructor?.name}: ${message}`);
+        if (want instanceof RegExp && !want.test(message)) fail(`to throw ${want}, threw: ${message}`);
+        if (typeof want === 'string' && !message.includes(want))
+          fail(`to throw "${want}", threw: ${message}`);
         return;
       }
       fail('to throw');

@@ -119,6 +119,27 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     });
   }
 
+  it('matches the layered engine where a head splits into more than 16 chunks (the merge after an arrival counter)', () => {
+    // Two KV heads: positions past 16 · 56 keys split each head into 17+ chunks, more than the flagged merge serves.
+    const config = CONFIGS[0]![1];
+    const long = { maxContext: 1100, megakernelUntil: 1100 };
+    const layered = build('layered', config, 9, long);
+    const mk = build('megakernel', config, 9, long);
+    const ids = randomIds(1040, config.vocabSize, 23);
+    const want = trace(layered, ids, 1000);
+    const got = trace(mk, ids, 1000);
+    expect(got.length).toBe(want.length);
+    let agree = 0;
+    for (let s = 1; s < want.length; s++) {
+      expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+      if (argmax(got[s]!) === argmax(want[s]!)) agree++;
+    }
+    expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+    layered.dispose();
+    mk.dispose();
+  });
+
   it('matches the cpu engine (f32 over the same bf16 weights) on short contexts, one chunk per head', () => {
     const config = CONFIGS[0]![1];
     const cpu = createCpuEngine(config, randomWeights(config, 9, 'bf16'), { maxContext: 64 });

@@ -153,6 +153,8 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS
     // overrides it (a knob; 0 = they always take rows).
     r.skip_items = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SKIP_ITEMS", inst.plan.skip_items), 4096));
+    // Weight copies L2 evict_first (NOTES.md v15); QK_MEGAKERNEL_L2_STREAM=0 turns it off (a knob).
+    r.l2_stream = env_count("QK_MEGAKERNEL_L2_STREAM", 1) != 0 ? 1 : 0;
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);

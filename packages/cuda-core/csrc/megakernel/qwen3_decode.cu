@@ -27,7 +27,7 @@
 //   2. Attention: work items (KV head, chunk of positions). The block of an item waits for its group's q (and,
 //      where its chunk holds the new position, k and v), QK-norms and RoPEs them, appends the new key and value to
 //      the cache, and attends. Chunks of one head are merged in fixed chunk order (the same bits every run): up to
-//      kFlagMergeChunks chunks by chunk 0's block, from flagged records as they land; more by whichever block
+//      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
 //      finishes last (after a fence and an arrival counter per layer and KV head).
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
@@ -78,10 +78,11 @@ constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
 constexpr int kKeysPerWarp = 8;  // attention: keys per warp and pass
 constexpr int kPass = kConsumerWarps * kKeysPerWarp;  // attention: keys per pass
 constexpr int kMinChunk = kPass;  // positions per attention work item, at least: one pass
-// Heads of up to this many chunks are merged by chunk 0's block from flagged records as they land; heads of more, by
-// the last chunk to arrive, after a fence and an arrival counter (NOTES.md v11/v12: the flagged merge saves two round
-// trips at a few chunks, and loses from about 16 on, where it needs a round trip per batch of chunks).
+// Heads of up to kFlagMergeMax chunks are merged by chunk 0's block from flagged records as they land, kFlagMergeChunks
+// chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (NOTES.md
+// v11/v12: the flagged merge saves two round trips at a few chunks; v15: with a second batch, 9-16 chunks gain too).
 constexpr int kFlagMergeChunks = 8;
+constexpr int kFlagMergeMax = 2 * kFlagMergeChunks;
 constexpr float kLog2e = 1.4426950408889634f;
 // A debug value the binding never passes (it keeps only the documented diagnostic bits): the condition of the
 // placement padding at the end of the attention.
@@ -116,7 +117,7 @@ struct Layout {
   size_t layers_at;
   size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
   size_t part_acc_layer, part_ml_layer;
-  size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeChunks][part_record_words()]
+  size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeMax][part_record_words()]
   size_t arg;
   size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
                           // whether it saw a NaN or +inf logit [grid] (u32)
@@ -154,7 +155,7 @@ __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int 
   l.part_ml_layer = align_up(d.kv_heads * max_chunks * group * 2 * 4, 256);
   l.part_ml = at;
   at += l.part_ml_layer * d.layers;
-  const size_t rec_chunks = static_cast<size_t>(max_chunks < kFlagMergeChunks ? max_chunks : kFlagMergeChunks);
+  const size_t rec_chunks = static_cast<size_t>(max_chunks < kFlagMergeMax ? max_chunks : kFlagMergeMax);
   l.part_rec_layer = align_up(d.kv_heads * rec_chunks * part_record_words(static_cast<int>(group)) * 8, 256);
   l.part_rec = at;
   at += l.part_rec_layer * d.layers;
@@ -239,6 +240,16 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                    smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
+}
+
+/** bulk_copy with an L2 eviction policy (createpolicy). */
+__device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
+                                               uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
 }
 
 __device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
@@ -756,7 +767,8 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
  * counter, the next claim always in flight.
  */
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
-                                              int skip, unsigned* counter, RingPos& at, unsigned& issued) {
+                                              int skip, unsigned* counter, RingPos& at, unsigned& issued,
+                                              uint64_t evict_first) {
   const int64_t per = tile_units(a, s);
   int64_t t0 = 0, lim = 0;
   unsigned pending = 0;
@@ -809,8 +821,14 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       if (!mbar_wait(b, &b.full[back], phase)) return false;
     }
     if (copy) {
-      bulk_copy(dst, src, bytes, &b.full[slot]);
-      if (s.rows_per_unit == 2) bulk_copy(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot]);
+      if (a.l2_stream != 0) {
+        bulk_copy_hint(dst, src, bytes, &b.full[slot], evict_first);
+        if (s.rows_per_unit == 2)
+          bulk_copy_hint(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot], evict_first);
+      } else {
+        bulk_copy(dst, src, bytes, &b.full[slot]);
+        if (s.rows_per_unit == 2) bulk_copy(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot]);
+      }
     }
     ring_next(at, a.slots);
     issued++;
@@ -825,6 +843,10 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
   // the ring runs on into the next step's first layer while this step's LM head and argmax finish.
   RingPos at;
   unsigned issued = 0;  // tiles so far (a stage with no tile counts its empty descriptor)
+  // Every weight is read once per step: its lines go first when L2 needs room, so that what a step reads again (the
+  // KV cache above all, whole in L2 up to about 256 positions of Qwen3-0.6B) stays (NOTES.md v15).
+  uint64_t evict_first;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
   for (int step = 0; step < a.steps; step++) {
     const int skip = attention_skip(a, pos0 + step);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
@@ -833,12 +855,13 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
       for (int stage = kQkv; stage <= kDown; stage = stage == kQkv ? kO : stage + 1) {
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
-        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued))
+        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
+                           evict_first))
           return;
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued)) return;  // the LM head
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, evict_first)) return;  // the LM head
   }
 }
 
@@ -1245,7 +1268,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
                    static_cast<int64_t>(g) * max_chunks * G * 2;
   const int R = part_record_words(G);  // this head's flagged records: [chunk][R] words
   unsigned long long* recs = reinterpret_cast<unsigned long long*>(ws + lay.part_rec + lay.part_rec_layer * layer) +
-                             static_cast<int64_t>(g) * min(max_chunks, kFlagMergeChunks) * R;
+                             static_cast<int64_t>(g) * min(max_chunks, kFlagMergeMax) * R;
   for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
     const int oh = o / kD, od = o % kD;
     float mh = -INFINITY;
@@ -1261,7 +1284,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     if (chunks == 1) {
       flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
-    } else if (chunks <= kFlagMergeChunks) {
+    } else if (chunks <= kFlagMergeMax) {
       flag_store_f32(recs + c * R, o, t0, b.epoch);
       flag_store_f32(recs + c * R, o + 1, t1, b.epoch);
       if (od == 0) {
@@ -1274,13 +1297,13 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
   }
   if (chunks == 1) return true;
-  if (chunks <= kFlagMergeChunks) {
+  if (chunks <= kFlagMergeMax) {
     if (c != 0) return true;
     // Chunk 0's block merges the head's chunks (its own included) from their flagged records as they land: no fence,
     // no arrival counter. One batch of loads per thread (one L2 round trip once the last word has landed): the output
-    // pair it merges, of every chunk, and (threads q·G + h of the first round) chunk q's (max, sum) of head h, which
-    // goes to shared memory for every thread of the head. Then the merge in chunk order: the same arithmetic as the
-    // counter merge below, so either gives the same bits.
+    // pair it merges, of chunks 0-7, and (threads q·G + h of the first round) chunk q's (max, sum) of head h, which
+    // goes to shared memory for every thread of the head; chunks 8-15, where there are more, in a second batch. Then
+    // the merge in chunk order: the same arithmetic as the counter merge below, so either gives the same bits.
     float* mlb = qs;  // [chunk][G] (max, sum) (the queries are no longer read: the passes are done)
     bool ok = true;
     for (int o = 2 * tid, round = 0;; o += 2 * kConsumers, round++) {
@@ -1306,18 +1329,27 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       const float* mh = mlb + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[2·G·q], mh[2·G·q + 1]
       float mx = -INFINITY;
 #pragma unroll
-      for (int q = 0; q < kFlagMergeChunks; q++)
+      for (int q = 0; q < kFlagMergeMax; q++)
         if (q < chunks) mx = fmaxf(mx, mh[2 * G * q]);
       float n0 = 0.f, n1 = 0.f, den = 0.f;
+      // Chunks 0-7 from the batch above; chunks 8-15 (more than 8 chunks) from a second batch, in the same order.
+      for (int q0 = 0;; q0 += kFlagMergeChunks) {
 #pragma unroll
-      for (int q = 0; q < kFlagMergeChunks; q++) {
-        if (q < chunks) {
-          const float w = exp2f(mh[2 * G * q] - mx);
-          n0 = fmaf(w, __uint_as_float(v[q].x), n0);
-          n1 = fmaf(w, __uint_as_float(v[q].z), n1);
-          den = fmaf(w, mh[2 * G * q + 1], den);
+        for (int q = 0; q < kFlagMergeChunks; q++) {
+          if (q0 + q < chunks) {
+            const float w = exp2f(mh[2 * G * (q0 + q)] - mx);
+            n0 = fmaf(w, __uint_as_float(v[q].x), n0);
+            n1 = fmaf(w, __uint_as_float(v[q].z), n1);
+            den = fmaf(w, mh[2 * G * (q0 + q) + 1], den);
+          }
         }
+        if (q0 + kFlagMergeChunks >= chunks) break;
+        ok = flag_wait_batch<kFlagMergeChunks + 1>(a, b, v, kFlagMergeChunks, [&](int j) {
+          return recs + static_cast<int64_t>(min(q0 + kFlagMergeChunks + j, chunks - 1)) * R + o;
+        });
+        if (!ok) break;
       }
+      if (!ok) break;
       flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
     }
     return block_ok(b, ok);

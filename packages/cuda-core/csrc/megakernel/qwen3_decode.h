@@ -85,6 +85,7 @@ struct MegakernelArgs {
   int claim = 0;                     // 1: blocks claim GEMV tiles from per-stage counters; 0: fixed shares
   int skip_items = 0;                // attention items up to which the attending blocks take no QKV or O rows
                                      // (MegakernelPlan::skip_items)
+  int l2_stream = 1;                 // 1: weight copies are L2 evict_first (NOTES.md v15); 0: default policy
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
