@@ -1400,14 +1400,14 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
-  // Code placement: 576 instructions that never run (the binding never passes this debug value), so that the code
-  // after the attention lies where it was measured fastest: the same kernel with 416-896 of them ran up to 40 µs per
-  // token apart at positions 512-1279, and without them (v12) up to 70 µs slower (NOTES.md v12-v14; runs 61n, 62i,
-  // 62j, 63d). Any change of the code around this point moves what follows it: measure the whole sweep.
+  // Code placement: 736 instructions that never run (the binding never passes this debug value), so that the code
+  // after the attention lies where it was measured fastest: the same kernel with 336-896 of them ran up to 40 µs per
+  // token apart at positions 512-1279, and without them (v12) up to 70 µs slower (NOTES.md v12-v15; runs 61n, 62i,
+  // 62j, 63d, 64e). Any change of the code around this point moves what follows it: measure the whole sweep.
   if (a.debug == kPlacementPad) {
     unsigned x = static_cast<unsigned>(tid);
 #pragma unroll
-    for (int i = 0; i < 576; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
+    for (int i = 0; i < 736; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
     b.flag[0] = static_cast<int>(x);
   }
   return true;
