@@ -64,12 +64,21 @@ interface E2eCommon {
   name?: string;
 }
 
+/** The HF transformers decode peers: `eager` (dynamic cache) and `graph` (static cache + one CUDA graph per step). */
+export type HfDecodePeer = 'eager' | 'graph';
+export const HF_DECODE_PEERS: readonly HfDecodePeer[] = ['eager', 'graph'];
+
 export interface DecodeSuiteOptions extends E2eCommon {
   /** Engines measured one after the other on the same model (undefined: the default engine only). */
   engines?: (string | undefined)[];
   positions: number[];
   /** Generated tokens per run (default 256). */
   tokens?: number;
+  /**
+   * The HF peers to run (default both). Eager decode is slow (tens of ms per token), so `['graph']` measures the
+   * static-cache peer in a fraction of the time.
+   */
+  hfPeers?: readonly HfDecodePeer[];
 }
 
 export interface PrefillSuiteOptions extends E2eCommon {
@@ -87,6 +96,8 @@ export const HF_PEERS: readonly Omit<PeerStatus, 'available'>[] = [
   { name: 'hf-eager', label: 'HF eager' },
   { name: 'hf-static-graph', label: 'HF static cache + CUDA graph' },
 ];
+/** The report name of each HF decode peer (HF_PEERS, in the same order). */
+const HF_PEER_NAME: Record<HfDecodePeer, string> = { eager: 'hf-eager', graph: 'hf-static-graph' };
 
 /** Seeded prompt ids (a fixed LCG: the same prompt on every run and machine). */
 export function promptIds(length: number, limit: number): number[] {
@@ -107,7 +118,7 @@ interface HfRun {
 /** Runs peers/hf_decode.py (decode positions or prefill lengths) on a checkpoint; never throws. */
 export function runHfPeers(
   checkpoint: string | undefined,
-  mode: { positions: number[]; tokens: number } | { prefill: number[] },
+  mode: { positions: number[]; tokens: number; peers?: readonly HfDecodePeer[] } | { prefill: number[] },
   runs: number,
   enabled = true,
 ): HfRun {
@@ -125,7 +136,14 @@ export function runHfPeers(
   const args =
     'prefill' in mode
       ? ['--prefill', mode.prefill.join(','), '--peers', 'eager']
-      : ['--positions', mode.positions.join(','), '--tokens', String(mode.tokens)];
+      : [
+          '--positions',
+          mode.positions.join(','),
+          '--tokens',
+          String(mode.tokens),
+          '--peers',
+          (mode.peers ?? HF_DECODE_PEERS).join(','),
+        ];
   const r = spawnSync(python, [script, checkpoint, ...args, '--runs', String(runs)], {
     encoding: 'utf8',
     maxBuffer: 64 * 2 ** 20,
@@ -153,13 +171,22 @@ export function runHfPeers(
   }
 }
 
-function peerStatus(declared: readonly Omit<PeerStatus, 'available'>[], run: HfRun): PeerStatus[] {
-  return declared.map((p) => ({
-    ...p,
-    available: run.available,
-    ...(run.available ? {} : { reason: run.reason ?? 'unavailable' }),
-    ...(run.version ? { version: run.version } : {}),
-  }));
+/** Each declared peer's status; `requested` (report names) leaves the others unavailable, saying so. */
+function peerStatus(
+  declared: readonly Omit<PeerStatus, 'available'>[],
+  run: HfRun,
+  requested?: readonly string[],
+): PeerStatus[] {
+  return declared.map((p) => {
+    if (requested !== undefined && !requested.includes(p.name))
+      return { ...p, available: false, reason: 'not requested (--hf-peers)' };
+    return {
+      ...p,
+      available: run.available,
+      ...(run.available ? {} : { reason: run.reason ?? 'unavailable' }),
+      ...(run.version ? { version: run.version } : {}),
+    };
+  });
 }
 
 /** Opens each engine in turn, runs `work`, always disposes; an engine that cannot open is noted, not fatal. */
@@ -271,14 +298,17 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
     }
   });
   const hfTokens = Math.min(tokens, 128);
+  const hfPeers = HF_DECODE_PEERS.filter((p) => (o.hfPeers ?? HF_DECODE_PEERS).includes(p));
+  if (hfPeers.length === 0) throw new RangeError('hfPeers must name at least one of: eager, graph');
+  const requested = hfPeers.map((p) => HF_PEER_NAME[p]);
   const hf = runHfPeers(
     o.hfCheckpoint,
-    { positions: o.positions, tokens: hfTokens },
+    { positions: o.positions, tokens: hfTokens, peers: hfPeers },
     runs,
     o.peers !== false,
   );
   for (const row of rows) {
-    for (const p of HF_PEERS) {
+    for (const p of HF_PEERS.filter((x) => requested.includes(x.name))) {
       const found = hf.results.find((x) => x.peer === p.name && x.position === row.params.position);
       if (found?.tokPerS) {
         const time = 1e6 / found.tokPerS;
@@ -292,13 +322,13 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
     o,
     'decode',
     `Decode speed per position (${source})`,
-    `Batch-1 greedy decode from JS end to end (model.generate: host loop, streaming detokenisation and the copy-back of each token included): for each position P, a prompt of P seeded ids, then ${tokens} tokens, median of ${runs} runs. GB/s counts the bytes a token must read (every weight once, the KV cache up to the run's middle position) against the device copy ceiling; HF transformers runs on the same checkpoint in the same invocation, eager and with a static cache + one CUDA graph per step.`,
+    `Batch-1 greedy decode from JS end to end (model.generate: host loop, streaming detokenisation and the copy-back of each token included): for each position P, a prompt of P seeded ids, then ${tokens} tokens, median of ${runs} runs. GB/s counts the bytes a token must read (every weight once, the KV cache up to the run's middle position) against the device copy ceiling; HF transformers runs on the same checkpoint in the same invocation, ${hfPeers.map((p) => (p === 'eager' ? 'eager' : 'with a static cache + one CUDA graph per step')).join(' and ')}.`,
     'us',
   );
   return {
     ...base,
     ceiling,
-    peers: peerStatus(HF_PEERS, hf),
+    peers: peerStatus(HF_PEERS, hf, requested),
     rows,
     charts:
       rows.length === 0
@@ -311,7 +341,7 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
               xLabel: 'position (prompt length)',
               yLabel: 'tokens / s',
               logX: true,
-              peers: hf.available ? HF_PEERS.map((p) => p.name) : [],
+              peers: hf.available ? requested : [],
             },
           ],
     notes,

@@ -2,7 +2,7 @@
  * The end-to-end suites with a stand-in model (known, seeded speeds) and a stand-in python3 that prints the HF peer
  * script's JSON: checks the arithmetic from measurements to rows, ratios, peers and the report's validity.
  */
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Rng } from '@qk/ops';
@@ -55,11 +55,15 @@ function fakeModel(
   };
 }
 
-/** A python3 stand-in that prints a fixed hf_decode.py result (decode or prefill). */
-function fakePython(doc: unknown): string {
+/**
+ * A python3 stand-in that prints a fixed hf_decode.py result (decode or prefill); with `argsFile`, it first writes the
+ * arguments it was called with there, one per line.
+ */
+function fakePython(doc: unknown, argsFile?: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'qk-fakepy-'));
   const file = join(dir, 'python3');
-  writeFileSync(file, `#!/bin/sh\necho 'progress' 1>&2\necho '${JSON.stringify(doc)}'\n`);
+  const record = argsFile ? `printf '%s\\n' "$@" > '${argsFile}'\n` : '';
+  writeFileSync(file, `#!/bin/sh\n${record}echo 'progress' 1>&2\necho '${JSON.stringify(doc)}'\n`);
   chmodSync(file, 0o755);
   return file;
 }
@@ -122,6 +126,84 @@ describe('runDecodeSuite', () => {
     expect(r.rows.find((x) => x.id === 'layered-p64')!.peers['hf-eager']).toBeUndefined();
     expect(r.peers.every((p) => p.available && p.version === 'torch 2.9, transformers 4.57')).toBe(true);
     expect(r.charts[0]!.peers).toEqual(['hf-eager', 'hf-static-graph']);
+  });
+
+  it('runs only the HF peers asked for (--hf-peers graph), and says why the other has no column', async () => {
+    const argsFile = join(mkdtempSync(join(tmpdir(), 'qk-fakepy-args-')), 'args');
+    process.env.QK_PYTHON = fakePython(
+      {
+        torch: '2.9',
+        transformers: '4.57',
+        results: [
+          { peer: 'hf-static-graph', position: 1, tokPerS: 230 },
+          { peer: 'hf-static-graph', position: 64, tokPerS: 190 },
+        ],
+      },
+      argsFile,
+    );
+    const rng = new Rng(5);
+    const r = await runDecodeSuite({
+      backend: 'cuda',
+      open: async (engine) => fakeModel(engine ?? 'megakernel', rng, []),
+      engines: ['megakernel'],
+      positions: [1, 64],
+      tokens: 16,
+      runs: 3,
+      hfCheckpoint: '/ckpt',
+      hfPeers: ['graph'],
+      ceiling,
+    });
+    expect(validateReport(r)).toEqual([]);
+    const args = readFileSync(argsFile, 'utf8').trim().split('\n');
+    expect(args.slice(args.indexOf('--peers'), args.indexOf('--peers') + 2)).toEqual(['--peers', 'graph']);
+    expect(args.slice(args.indexOf('--positions'), args.indexOf('--positions') + 2)).toEqual([
+      '--positions',
+      '1,64',
+    ]);
+    for (const row of r.rows) {
+      expect(Object.keys(row.peers)).toEqual(['hf-static-graph']);
+      const graph = row.peers['hf-static-graph'];
+      const want = row.params.position === 1 ? 230 : 190;
+      expect(graph && 'ratio' in graph && graph.ratio).toBeCloseTo(row.tokPerS! / want, 6);
+    }
+    const eager = r.peers.find((p) => p.name === 'hf-eager')!;
+    expect(eager.available).toBe(false);
+    expect(eager.reason).toContain('not requested');
+    expect(r.peers.find((p) => p.name === 'hf-static-graph')!.available).toBe(true);
+    expect(r.charts[0]!.peers).toEqual(['hf-static-graph']);
+    expect(r.description).toContain('static cache');
+    expect(r.description).not.toContain('eager');
+    await expect(
+      runDecodeSuite({
+        backend: 'cuda',
+        open: async () => fakeModel('megakernel', rng, []),
+        positions: [1],
+        tokens: 4,
+        runs: 1,
+        hfPeers: [],
+        ceiling,
+      }),
+    ).rejects.toThrow(/at least one/);
+  });
+
+  it('asks hf_decode.py for both peers by default', async () => {
+    const argsFile = join(mkdtempSync(join(tmpdir(), 'qk-fakepy-args-')), 'args');
+    process.env.QK_PYTHON = fakePython({ torch: '2.9', transformers: '4.57', results: [] }, argsFile);
+    const r = runHfPeers('/ckpt', { positions: [1, 128], tokens: 8 }, 2);
+    expect(r.available).toBe(true);
+    const args = readFileSync(argsFile, 'utf8').trim().split('\n');
+    expect(args[0]).toMatch(/hf_decode\.py$/);
+    expect(args.slice(1)).toEqual([
+      '/ckpt',
+      '--positions',
+      '1,128',
+      '--tokens',
+      '8',
+      '--peers',
+      'eager,graph',
+      '--runs',
+      '2',
+    ]);
   });
 
   it('notes an engine that cannot open and keeps measuring the others; peers say why they did not run', async () => {

@@ -11,6 +11,8 @@ import {
   type BenchReport,
   type Ceiling,
   defaultBackend,
+  HF_DECODE_PEERS,
+  type HfDecodePeer,
   machineInfo,
   measureCeiling,
   OP_SUITES,
@@ -71,6 +73,8 @@ Options:
   --filter ID        op suites: only cases whose id contains ID
   --no-peers         skip PyTorch / HF transformers
   --no-compile       skip torch.compile (PyTorch eager only)
+  --hf-peers LIST    decode: the HF transformers peers, comma-separated: eager, graph (static cache + CUDA
+                     graph), or both (default); graph alone takes a fraction of the time
   --engines LIST     end-to-end: engines to measure, comma-separated (e.g. layered,megakernel)
   --positions LIST   decode: positions (default 1,128,512,1024,4096; CPU 1,16,64)
   --tokens N         decode: tokens per run (default 256; CPU 16); patch: decode tokens (default 128)
@@ -91,6 +95,7 @@ const OPTIONS = {
   filter: { type: 'string' },
   'no-peers': { type: 'boolean' },
   'no-compile': { type: 'boolean' },
+  'hf-peers': { type: 'string' },
   engines: { type: 'string' },
   positions: { type: 'string' },
   tokens: { type: 'string' },
@@ -108,6 +113,19 @@ function intList(text: string | undefined, fallback: number[], option: string): 
     throw new UsageError(`--${option} must be a comma-separated list of positive integers, got "${text}"`);
   }
   return values;
+}
+
+/** `--hf-peers`: a comma-separated subset of eager, graph (undefined: both). */
+export function hfPeerList(text: string | undefined): HfDecodePeer[] | undefined {
+  if (text === undefined) return undefined;
+  const names = text.split(',').map((s) => s.trim());
+  const bad = names.filter((n) => !(HF_DECODE_PEERS as readonly string[]).includes(n));
+  if (bad.length > 0) {
+    throw new UsageError(
+      `--hf-peers takes eager, graph or both, comma-separated; got "${text}"${bad.length > 0 ? ` (unknown: ${bad.map((b) => `"${b}"`).join(', ')})` : ''}`,
+    );
+  }
+  return [...new Set(names as HfDecodePeer[])];
 }
 
 function positiveInt(text: string | undefined, fallback: number, option: string): number {
@@ -156,6 +174,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
   }
   const names = all ? [...OP_SUITES.map((s) => s.name), ...E2E_SUITES] : [...new Set(positionals)];
   if (values.name !== undefined && names.length !== 1) throw new UsageError('--name needs exactly one suite');
+  hfPeerList(values['hf-peers']); // refused before anything runs
   const backend: BenchBackend = values.cpu ? 'cpu' : defaultBackend();
   const gpuReason = cudaStatus().reason ?? 'no usable CUDA device';
   if (backend === 'cpu' && !values.cpu) {
@@ -253,7 +272,15 @@ async function runE2e(
       const positions = intList(values.positions, cpu ? [1, 16, 64] : [1, 128, 512, 1024, 4096], 'positions');
       const tokens = positiveInt(values.tokens, cpu ? 16 : 256, 'tokens');
       const maxContext = Math.max(...positions) + tokens + 1;
-      return runDecodeSuite({ ...common, engines, positions, tokens, open: (e) => open(e, maxContext) });
+      const hfPeers = hfPeerList(values['hf-peers']);
+      return runDecodeSuite({
+        ...common,
+        engines,
+        positions,
+        tokens,
+        ...(hfPeers ? { hfPeers } : {}),
+        open: (e) => open(e, maxContext),
+      });
     }
     const lengths = intList(values.lengths, cpu ? [16, 64] : [128, 256, 512, 1024, 2048], 'lengths');
     if (suite === 'prefill') {
