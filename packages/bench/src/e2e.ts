@@ -268,6 +268,9 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
   const runs = o.runs ?? 3;
   const tokens = o.tokens ?? 256;
   const log = o.onProgress ?? (() => {});
+  const hfPeers = HF_DECODE_PEERS.filter((p) => (o.hfPeers ?? HF_DECODE_PEERS).includes(p));
+  if (hfPeers.length === 0) throw new RangeError('hfPeers must name at least one of: eager, graph');
+  const requested = hfPeers.map((p) => HF_PEER_NAME[p]);
   const ceiling = o.ceiling ?? measureCeiling(o.backend);
   const notes: string[] = [];
   let source = '';
@@ -298,9 +301,6 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
     }
   });
   const hfTokens = Math.min(tokens, 128);
-  const hfPeers = HF_DECODE_PEERS.filter((p) => (o.hfPeers ?? HF_DECODE_PEERS).includes(p));
-  if (hfPeers.length === 0) throw new RangeError('hfPeers must name at least one of: eager, graph');
-  const requested = hfPeers.map((p) => HF_PEER_NAME[p]);
   const hf = runHfPeers(
     o.hfCheckpoint,
     { positions: o.positions, tokens: hfTokens, peers: hfPeers },

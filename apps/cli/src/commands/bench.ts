@@ -122,7 +122,7 @@ export function hfPeerList(text: string | undefined): HfDecodePeer[] | undefined
   const bad = names.filter((n) => !(HF_DECODE_PEERS as readonly string[]).includes(n));
   if (bad.length > 0) {
     throw new UsageError(
-      `--hf-peers takes eager, graph or both, comma-separated; got "${text}"${bad.length > 0 ? ` (unknown: ${bad.map((b) => `"${b}"`).join(', ')})` : ''}`,
+      `--hf-peers takes eager, graph or both, comma-separated; got "${text}" (unknown: ${bad.map((b) => `"${b}"`).join(', ')})`,
     );
   }
   return [...new Set(names as HfDecodePeer[])];
