@@ -93,6 +93,21 @@ function build(
   });
 }
 
+/**
+ * Checks the megakernel's logits (`got`) against the layered engine's (`want`) over a trace's decode steps: every
+ * value finite, each step within 2e-2 relative L2, and the same argmax at 90% of steps or more.
+ */
+function expectMatchesLayered(got: Float32Array[], want: Float32Array[]) {
+  expect(got.length).toBe(want.length);
+  let agree = 0;
+  for (let s = 1; s < want.length; s++) {
+    expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+    expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+    if (argmax(got[s]!) === argmax(want[s]!)) agree++;
+  }
+  expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+}
+
 /** Whether two logit rows are the same bits. */
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
@@ -106,14 +121,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       // A prefill of 480 then decode steps to 520: the attention of each step splits into up to 16 chunks.
       const ids = randomIds(520, config.vocabSize, 17);
       const want = trace(layered, ids, 480);
-      const got = trace(mk, ids, 480);
-      let agree = 0;
-      for (let s = 1; s < want.length; s++) {
-        expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-        expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
-        if (argmax(got[s]!) === argmax(want[s]!)) agree++;
-      }
-      expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+      expectMatchesLayered(trace(mk, ids, 480), want);
       layered.dispose();
       mk.dispose();
     });
@@ -127,15 +135,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const mk = build('megakernel', config, 9, long);
     const ids = randomIds(1040, config.vocabSize, 23);
     const want = trace(layered, ids, 1000);
-    const got = trace(mk, ids, 1000);
-    expect(got.length).toBe(want.length);
-    let agree = 0;
-    for (let s = 1; s < want.length; s++) {
-      expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
-      if (argmax(got[s]!) === argmax(want[s]!)) agree++;
-    }
-    expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+    expectMatchesLayered(trace(mk, ids, 1000), want);
     layered.dispose();
     mk.dispose();
   });
