@@ -174,7 +174,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
   }
   const names = all ? [...OP_SUITES.map((s) => s.name), ...E2E_SUITES] : [...new Set(positionals)];
   if (values.name !== undefined && names.length !== 1) throw new UsageError('--name needs exactly one suite');
-  hfPeerList(values['hf-peers']); // refused before anything runs
+  const hfPeers = hfPeerList(values['hf-peers']); // refused before anything runs
   const backend: BenchBackend = values.cpu ? 'cpu' : defaultBackend();
   const gpuReason = cudaStatus().reason ?? 'no usable CUDA device';
   if (backend === 'cpu' && !values.cpu) {
@@ -206,7 +206,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
       });
       if (values.name) report = { ...report, suite: values.name };
     } else {
-      report = await runE2e(name as E2eSuite, values, backend, machine, ceiling, log);
+      report = await runE2e(name as E2eSuite, values, hfPeers, backend, machine, ceiling, log);
     }
     // In a CPU run of `all`, the GPU suites are listed as skipped beside their CPU results.
     if (all && backend === 'cpu' && !values.cpu) {
@@ -237,6 +237,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
 async function runE2e(
   suite: E2eSuite,
   values: Values,
+  hfPeers: HfDecodePeer[] | undefined,
   backend: BenchBackend,
   machine: ReturnType<typeof machineInfo>,
   ceiling: Ceiling,
@@ -272,7 +273,6 @@ async function runE2e(
       const positions = intList(values.positions, cpu ? [1, 16, 64] : [1, 128, 512, 1024, 4096], 'positions');
       const tokens = positiveInt(values.tokens, cpu ? 16 : 256, 'tokens');
       const maxContext = Math.max(...positions) + tokens + 1;
-      const hfPeers = hfPeerList(values['hf-peers']);
       return runDecodeSuite({
         ...common,
         engines,
