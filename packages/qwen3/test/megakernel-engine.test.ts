@@ -108,6 +108,19 @@ function expectMatchesLayered(got: Float32Array[], want: Float32Array[]) {
   expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
 }
 
+/** `make()` with the environment variable `name` set to `value` (unset: undefined), restored afterwards. */
+function withEnv<T>(name: string, value: string | undefined, make: () => T): T {
+  const previous = process.env[name];
+  if (value === undefined) delete process.env[name];
+  else process.env[name] = value;
+  try {
+    return make();
+  } finally {
+    if (previous === undefined) delete process.env[name];
+    else process.env[name] = previous;
+  }
+}
+
 /** Whether two logit rows are the same bits. */
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
@@ -255,18 +268,67 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
+  it('a second attention pass staged in shared memory gives the same bits as one read from the cache', () => {
+    // 8 KV heads: 16 chunks per head on 132 blocks, so 1,001-1,345 keys make chunks of 63-85 keys, whose second pass
+    // (7-29 keys: staged up to 28) is staged; QK_MEGAKERNEL_KV_STAGE=0 reads it from the cache instead. (Run 65a: the
+    // staged rows were overwritten by warps without second-pass keys from 9 keys on, and the logits went NaN.)
+    const config = smallConfig({
+      hiddenSize: 256,
+      numHeads: 16,
+      numKvHeads: 8,
+      headDim: 128,
+      intermediateSize: 384,
+      vocabSize: 1000,
+    });
+    const long = { maxContext: 1400, megakernelUntil: 1400 };
+    const staged = build('megakernel', config, 14, long);
+    // (the knobs are read when an instance is created)
+    const plain = withEnv('QK_MEGAKERNEL_KV_STAGE', '0', () => build('megakernel', config, 14, long));
+    const layered = build('layered', config, 14, long);
+    const ids = randomIds(1345, config.vocabSize, 31);
+    const a = trace(staged, ids, 1000);
+    const b = trace(plain, ids, 1000);
+    const want = trace(layered, ids, 1000);
+    for (let s = 0; s < a.length; s++) {
+      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
+      if (s > 0) expect(closenessOf(a[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
+    }
+    staged.dispose();
+    plain.dispose();
+    layered.dispose();
+  });
+
+  it('chunks of one pass and a staged second (QK_MEGAKERNEL_CHUNK_KEYS=84) match the layered engine', () => {
+    // 8 KV heads: from 57 keys on, each chunk holds up to 84 keys, so its second pass (up to 28 keys) is staged, from
+    // one chunk per head through 16 (at 1,345 keys); the 1.7B-like group of 2 takes the argmax kernel that stages.
+    const config = smallConfig({
+      hiddenSize: 256,
+      numHeads: 16,
+      numKvHeads: 8,
+      headDim: 128,
+      intermediateSize: 384,
+      vocabSize: 1000,
+    });
+    const long = { maxContext: 1400, megakernelUntil: 1400 };
+    const mk = withEnv('QK_MEGAKERNEL_CHUNK_KEYS', '84', () => build('megakernel', config, 15, long));
+    const layered = build('layered', config, 15, long);
+    const ids = randomIds(1345, config.vocabSize, 32);
+    for (const [from, to] of [
+      [40, 200],
+      [1300, 1345],
+    ] as const) {
+      const prompt = ids.slice(0, to);
+      expectMatchesLayered(trace(mk, prompt, from), trace(layered, prompt, from));
+    }
+    mk.dispose();
+    layered.dispose();
+  });
+
   it('claimed tiles (QK_MEGAKERNEL_CLAIM=1) give the same bits as fixed shares', () => {
     const config = CONFIGS[1]![1];
     const fixed = build('megakernel', config, 12);
-    const previous = process.env.QK_MEGAKERNEL_CLAIM;
-    process.env.QK_MEGAKERNEL_CLAIM = '1'; // read when the instance is created
-    let claimed: Engine;
-    try {
-      claimed = build('megakernel', config, 12);
-    } finally {
-      if (previous === undefined) delete process.env.QK_MEGAKERNEL_CLAIM;
-      else process.env.QK_MEGAKERNEL_CLAIM = previous;
-    }
+    const claimed = withEnv('QK_MEGAKERNEL_CLAIM', '1', () => build('megakernel', config, 12)); // (read on creation)
     // Short contexts (attention blocks take no rows) through long ones (every block takes rows and attends).
     const ids = randomIds(300, config.vocabSize, 30);
     const a = trace(fixed, ids, 200);
@@ -300,19 +362,12 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       vocab: config.vocabSize,
     };
     /** The plan and an engine with QK_MEGAKERNEL_SLOT_KB set to `kb` (read when each is made; unset: the default). */
-    const withSlotKb = (kb: string | undefined) => {
-      const previous = process.env.QK_MEGAKERNEL_SLOT_KB;
-      if (kb === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
-      else process.env.QK_MEGAKERNEL_SLOT_KB = kb;
-      try {
+    const withSlotKb = (kb: string | undefined) =>
+      withEnv('QK_MEGAKERNEL_SLOT_KB', kb, () => {
         const plan = megakernelPlan(dims);
         if (!plan.supported) throw new Error(plan.reason);
         return { plan, engine: build('megakernel', config, 14) };
-      } finally {
-        if (previous === undefined) delete process.env.QK_MEGAKERNEL_SLOT_KB;
-        else process.env.QK_MEGAKERNEL_SLOT_KB = previous;
-      }
-    };
+      });
     // These rows are narrow: the default 20 KB slots stand, and launches below 512 take fewer, 28 KB ones.
     const both = withSlotKb(undefined);
     expect(both.plan.slotBytes).toBe(20 * 1024);

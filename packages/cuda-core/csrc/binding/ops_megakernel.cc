@@ -155,6 +155,10 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     r.skip_items = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SKIP_ITEMS", inst.plan.skip_items), 4096));
     // Weight copies L2 evict_first (NOTES.md v15); QK_MEGAKERNEL_L2_STREAM=0 turns it off (a knob).
     r.l2_stream = env_count("QK_MEGAKERNEL_L2_STREAM", 1) != 0 ? 1 : 0;
+    // Knobs (NOTES.md v16): QK_MEGAKERNEL_KV_STAGE=0 reads a short second attention pass from the cache instead of
+    // staging it; QK_MEGAKERNEL_CHUNK_KEYS sets the keys per attention chunk to aim for (default: one pass).
+    r.kv_stage = env_count("QK_MEGAKERNEL_KV_STAGE", 1) != 0 ? 1 : 0;
+    r.chunk_keys = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_CHUNK_KEYS", 0), 1 << 20));
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);

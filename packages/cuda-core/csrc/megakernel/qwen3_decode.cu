@@ -78,6 +78,9 @@ constexpr int kMaxG = static_cast<int>(kMegakernelMaxGroup);
 constexpr int kKeysPerWarp = 8;  // attention: keys per warp and pass
 constexpr int kPass = kConsumerWarps * kKeysPerWarp;  // attention: keys per pass
 constexpr int kMinChunk = kPass;  // positions per attention work item, at least: one pass
+// Keys of a chunk's second pass that can be staged in shared memory (in the warps' output area: K and V rows of 256
+// bytes; K's 16-byte pieces swizzled by the row, piece ^ (row & 7), so that a warp's 8 keys use different banks)
+constexpr int kStageKeys = 28;
 // Heads of up to kFlagMergeMax chunks are merged by chunk 0's block from flagged records as they land, kFlagMergeChunks
 // chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (NOTES.md
 // v11/v12: the flagged merge saves two round trips at a few chunks; v15: with a second batch, 9-16 chunks gain too).
@@ -177,6 +180,7 @@ __host__ __device__ inline int64_t x_elems(const MegakernelDims& d) {
 
 /** Attention scratch (floats): roped queries [G][128], the warps' outputs [warps][G·128], their max and sum. */
 constexpr int kAttnScratchFloats = kMaxG * kD + kConsumerWarps * kMaxG * kD + kConsumerWarps * kMaxG * 2;
+static_assert(2 * kStageKeys * kD * 2 <= kConsumerWarps * kMaxG * kD * 4, "a staged pass fits the warps' outputs");
 /** The group's q heads, then k and v (bf16), staged after the attention scratch. */
 constexpr int kAttnStageElems = (kMaxG + 2) * kD;
 
@@ -234,15 +238,7 @@ __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, unsigned parity) {
   return ok != 0;
 }
 
-/** One TMA bulk copy global → shared, completing `bytes` on `bar`. */
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-
-/** bulk_copy with an L2 eviction policy (createpolicy). */
+/** One TMA bulk copy global → shared, completing `bytes` on `bar`, with an L2 eviction policy (createpolicy). */
 __device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
                                                uint64_t policy) {
   asm volatile(
@@ -304,6 +300,12 @@ __device__ __forceinline__ uint4 lds128(const void* p) {
                : "r"(smem_addr(p)));
   return v;
 }
+
+/** A 16-byte copy global → shared that completes in the background (L2 only); waited for by cp_async_wait_all. */
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 __device__ __forceinline__ void unpack8(const uint4 u, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
@@ -407,12 +409,14 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
 }
 
 /**
- * Attention chunks per KV head for a step at `pos` (pos + 1 keys): at least one pass (kMinChunk keys) each, and at
- * most grid / KV heads chunks.
+ * Attention chunks per KV head for a step at `pos` (pos + 1 keys): at least one pass (kMinChunk keys) each, or
+ * `a.chunk_keys` where that is more (QK_MEGAKERNEL_CHUNK_KEYS, a knob: 84, one pass and a staged second pass, lost
+ * 10-15 µs per token at positions 128-767 in run 65b), and at most grid / KV heads chunks.
  */
-__device__ __forceinline__ int attention_chunks(const MegakernelDims& d, int pos) {
-  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
-  return max(1, min((pos + 1 + kMinChunk - 1) / kMinChunk, max_chunks));
+__device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos) {
+  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(a.dims.kv_heads);
+  const int keys = a.chunk_keys > kMinChunk ? a.chunk_keys : kMinChunk;
+  return max(1, min((pos + 1 + keys - 1) / keys, max_chunks));
 }
 
 /**
@@ -421,7 +425,7 @@ __device__ __forceinline__ int attention_chunks(const MegakernelDims& d, int pos
  * takes rows of every stage.
  */
 __device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) {
-  const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a.dims, pos);
+  const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a, pos);
   return items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must take rows)
 }
 
@@ -768,7 +772,7 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
  */
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
                                               int skip, unsigned* counter, RingPos& at, unsigned& issued,
-                                              uint64_t evict_first) {
+                                              uint64_t l2_policy) {
   const int64_t per = tile_units(a, s);
   int64_t t0 = 0, lim = 0;
   unsigned pending = 0;
@@ -821,14 +825,8 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       if (!mbar_wait(b, &b.full[back], phase)) return false;
     }
     if (copy) {
-      if (a.l2_stream != 0) {
-        bulk_copy_hint(dst, src, bytes, &b.full[slot], evict_first);
-        if (s.rows_per_unit == 2)
-          bulk_copy_hint(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot], evict_first);
-      } else {
-        bulk_copy(dst, src, bytes, &b.full[slot]);
-        if (s.rows_per_unit == 2) bulk_copy(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot]);
-      }
+      bulk_copy_hint(dst, src, bytes, &b.full[slot], l2_policy);
+      if (s.rows_per_unit == 2) bulk_copy_hint(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot], l2_policy);
     }
     ring_next(at, a.slots);
     issued++;
@@ -845,8 +843,12 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
   unsigned issued = 0;  // tiles so far (a stage with no tile counts its empty descriptor)
   // Every weight is read once per step: its lines go first when L2 needs room, so that what a step reads again (the
   // KV cache above all, whole in L2 up to about 256 positions of Qwen3-0.6B) stays (NOTES.md v15).
-  uint64_t evict_first;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(evict_first));
+  // (QK_MEGAKERNEL_L2_STREAM=0: the normal policy, as a copy without a hint.)
+  uint64_t l2_policy;
+  if (a.l2_stream != 0)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(l2_policy));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(l2_policy));
   for (int step = 0; step < a.steps; step++) {
     const int skip = attention_skip(a, pos0 + step);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
@@ -856,12 +858,12 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
         if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
-                           evict_first))
+                           l2_policy))
           return;
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, evict_first)) return;  // the LM head
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy)) return;  // the LM head
   }
 }
 
@@ -1060,8 +1062,10 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
  * (lane quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q
  * from different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
  * output, so a pass needs no block-wide reduction; the warps are merged once at the end, in fixed order.
+ * kStage: a short second pass may be staged in shared memory (below). Only the argmax kernels of groups up to 3 take
+ * it: in the others (G = 4, sampling) its code made ptxas spill 4-20 bytes.
  */
-template <int G>
+template <int G, bool kStage>
 __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
                                       int c, int chunks, int p0, int p1, int pos, int ev) {
   const MegakernelDims& d = a.dims;
@@ -1115,6 +1119,26 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   };
   load_pass(p0);
   consumer_sync();  // the QKV stage's readers of x (the same memory as the scratch) are done
+  // A chunk of two passes whose second pass holds at most kStageKeys keys (Qwen3-0.6B at 1,025-1,344 keys: 16 chunks
+  // of 65-84) gets its second pass's cached rows copied into shared memory now, in the background, into the warps'
+  // output area (written only after a barrier behind the passes): the second pass then does not wait for an L2 round
+  // trip. (Run 65b: 2 µs per token at 1024, within the spread: the second pass costs its arithmetic, not its loads.)
+  // (staged_keys() is recomputed where used rather than held: the attention runs at the register limit.)
+  const auto staged_keys = [&]() {
+    const int n = p1 - p0 - kPass;
+    return kStage && a.kv_stage != 0 && n > 0 && n <= kStageKeys ? n : 0;
+  };
+  uint8_t* const stage_k = reinterpret_cast<uint8_t*>(wacc);
+  uint8_t* const stage_v = stage_k + kStageKeys * kD * 2;
+  for (int i = tid; i < staged_keys() * 32; i += kConsumers) {
+    const int r = i >> 5, part = i & 31, key = p0 + kPass + r;
+    if (key == pos) continue;  // the new row is not in the cache yet: the pass takes it from the staged k/v
+    const int64_t row = (static_cast<int64_t>(key) * KV + g) * kD;
+    if (part < 16)
+      cp_async16(stage_k + r * kD * 2 + ((part ^ (r & 7)) * 16), kc + row + part * 8);
+    else
+      cp_async16(stage_v + r * kD * 2 + (part - 16) * 16, vc + row + (part - 16) * 8);
+  }
   stamp(a, ev);
 
   // Wait for the group's queries (and the new key and value where this chunk holds them): one gather, a word per
@@ -1174,6 +1198,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     *reinterpret_cast<uint2*>(vc + (static_cast<int64_t>(pos) * KV + g) * kD + lane * 4) =
         *reinterpret_cast<const uint2*>(vin + lane * 4);
   }
+  if (staged_keys() > 0) cp_async_wait_all();  // (each thread its own copies; the barrier below publishes them all)
   consumer_sync();
   if ((a.debug & 64) == 0) stamp(a, ev + 2);
 
@@ -1186,7 +1211,28 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     for (int e = 0; e < 4; e++) acc[h][e] = 0.f;
   }
   for (int sp = p0; sp < p1; sp += kPass) {
-    if (sp != p0) load_pass(sp);
+    if (sp != p0 && staged_keys() > 0) {  // the staged second pass (the only pass after the first)
+      const unsigned sk = smem_addr(wacc) + (warp * kPerWarp) * (kD * 2);
+      const unsigned sv = sk + kStageKeys * kD * 2;
+      if (sp + warp * kPerWarp + kq < p1 && sp + warp * kPerWarp + kq != pos) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const unsigned at = sk + kq * (kD * 2) + (((qd + 4 * i) ^ kq) * 16);  // (r & 7 = kq: warps start at 8k)
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(kv[i].x), "=r"(kv[i].y), "=r"(kv[i].z), "=r"(kv[i].w)
+                       : "r"(at));
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPerWarp; j++) {
+        if (sp + warp * kPerWarp + j < p1 && sp + warp * kPerWarp + j != pos)
+          asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];"
+                       : "=r"(vv[j].x), "=r"(vv[j].y)
+                       : "r"(sv + j * (kD * 2) + lane * 8));
+      }
+    } else if (sp != p0) {
+      load_pass(sp);
+    }
     const int base = sp + warp * kPerWarp;
     if (base >= p1) break;  // this warp has no keys left (later passes start further on)
     const int kk = base + kq;
@@ -1248,6 +1294,9 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   }
 
   if ((a.debug & 64) != 0) stamp(a, ev + 2);  // (diagnostic: the stamp after the passes instead of after RoPE)
+  // The staged rows share memory with the warps' outputs: every warp must be done reading them (run 65a: without this
+  // barrier a warp with no second-pass keys wrote its outputs over another's staged keys, and the logits went NaN).
+  if (staged_keys() > 0) consumer_sync();
   // Merge the warps in fixed order (a warp without keys has m = −inf and weighs 0).
   const int O = G * kD;
 #pragma unroll
@@ -1713,7 +1762,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     Best best{-INFINITY, INT32_MAX};
     TopK top{0ull, 0ull, 0ull, 0};
     const int len = pos + 1;
-    const int chunks = attention_chunks(d, pos);
+    const int chunks = attention_chunks(a, pos);
     const int chunk_len = (len + chunks - 1) / chunks;
 
     // This block's attention work item, if any (at most one: items ≤ grid).
@@ -1738,7 +1787,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
-        if (!attend<G>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4)) return;
+        if (!attend<G, !kSample && G <= 3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4))
+          return;
       } else {
         stamp(a, ev + 4);
         stamp(a, ev + 5);

@@ -86,6 +86,8 @@ struct MegakernelArgs {
   int skip_items = 0;                // attention items up to which the attending blocks take no QKV or O rows
                                      // (MegakernelPlan::skip_items)
   int l2_stream = 1;                 // 1: weight copies are L2 evict_first (NOTES.md v15); 0: default policy
+  int chunk_keys = 0;                // keys per attention chunk to aim for (at most one pass: 0, the default)
+  int kv_stage = 1;                  // 1: a second attention pass of up to 28 keys is staged in shared memory (v16)
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
