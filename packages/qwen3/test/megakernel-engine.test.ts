@@ -301,7 +301,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
   it('chunks of one pass and a staged second (QK_MEGAKERNEL_CHUNK_KEYS=84) match the layered engine', () => {
     // 8 KV heads: from 57 keys on, each chunk holds up to 84 keys, so its second pass (up to 28 keys) is staged, from
-    // one chunk per head through 16 (at 1,345 keys); the 1.7B-like group of 2 takes the argmax kernel that stages.
+    // one chunk per head through 16 (at 1,345 keys). A group of 2 (as in 0.6B and 1.7B) takes an argmax kernel that
+    // stages.
     const config = smallConfig({
       hiddenSize: 256,
       numHeads: 16,
