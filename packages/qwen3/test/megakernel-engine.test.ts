@@ -70,6 +70,20 @@ const CONFIGS: [string, Qwen3Config][] = [
 const MAX_CONTEXT = 640;
 
 /**
+ * Head size 128, 8 KV heads in groups of 2 (as Qwen3-0.6B and 1.7B): 16 attention chunks per head on 132 blocks, so
+ * positions past 16 · 56 keys give chunks of two passes. With TO_1400, traces reach 1,345 keys in the megakernel.
+ */
+const EIGHT_KV_HEADS = smallConfig({
+  hiddenSize: 256,
+  numHeads: 16,
+  numKvHeads: 8,
+  headDim: 128,
+  intermediateSize: 384,
+  vocabSize: 1000,
+});
+const TO_1400 = { maxContext: 1400, megakernelUntil: 1400 };
+
+/**
  * An engine over seeded random weights. The megakernel keeps every decode step (`megakernelUntil` past the cache:
  * these small shapes would otherwise hand decoding to the layered graph within a few hundred positions).
  */
@@ -272,20 +286,13 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // 8 KV heads: 16 chunks per head on 132 blocks, so 1,001-1,345 keys make chunks of 63-85 keys, whose second pass
     // (7-29 keys: staged up to 28) is staged; QK_MEGAKERNEL_KV_STAGE=0 reads it from the cache instead. (Run 65a: the
     // staged rows were overwritten by warps without second-pass keys from 9 keys on, and the logits went NaN.)
-    const config = smallConfig({
-      hiddenSize: 256,
-      numHeads: 16,
-      numKvHeads: 8,
-      headDim: 128,
-      intermediateSize: 384,
-      vocabSize: 1000,
-    });
-    const long = { maxContext: 1400, megakernelUntil: 1400 };
-    const staged = build('megakernel', config, 14, long);
+    const staged = build('megakernel', EIGHT_KV_HEADS, 14, TO_1400);
     // (the knobs are read when an instance is created)
-    const plain = withEnv('QK_MEGAKERNEL_KV_STAGE', '0', () => build('megakernel', config, 14, long));
-    const layered = build('layered', config, 14, long);
-    const ids = randomIds(1345, config.vocabSize, 31);
+    const plain = withEnv('QK_MEGAKERNEL_KV_STAGE', '0', () =>
+      build('megakernel', EIGHT_KV_HEADS, 14, TO_1400),
+    );
+    const layered = build('layered', EIGHT_KV_HEADS, 14, TO_1400);
+    const ids = randomIds(1345, EIGHT_KV_HEADS.vocabSize, 31);
     const a = trace(staged, ids, 1000);
     const b = trace(plain, ids, 1000);
     const want = trace(layered, ids, 1000);
@@ -303,18 +310,11 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // 8 KV heads: from 57 keys on, each chunk holds up to 84 keys, so its second pass (up to 28 keys) is staged, from
     // one chunk per head through 16 (at 1,345 keys). A group of 2 (as in 0.6B and 1.7B) takes an argmax kernel that
     // stages.
-    const config = smallConfig({
-      hiddenSize: 256,
-      numHeads: 16,
-      numKvHeads: 8,
-      headDim: 128,
-      intermediateSize: 384,
-      vocabSize: 1000,
-    });
-    const long = { maxContext: 1400, megakernelUntil: 1400 };
-    const mk = withEnv('QK_MEGAKERNEL_CHUNK_KEYS', '84', () => build('megakernel', config, 15, long));
-    const layered = build('layered', config, 15, long);
-    const ids = randomIds(1345, config.vocabSize, 32);
+    const mk = withEnv('QK_MEGAKERNEL_CHUNK_KEYS', '84', () =>
+      build('megakernel', EIGHT_KV_HEADS, 15, TO_1400),
+    );
+    const layered = build('layered', EIGHT_KV_HEADS, 15, TO_1400);
+    const ids = randomIds(1345, EIGHT_KV_HEADS.vocabSize, 32);
     for (const [from, to] of [
       [40, 200],
       [1300, 1345],
