@@ -307,26 +307,28 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// The two bf16 of a 32-bit word as floats (exact: a bf16 is the top half of its float). One instruction each: the
+// toolkit's __bfloat1622float2 takes two for the high half (a byte permute, then a shift), and in the GEMV's dot loop,
+// which issues an instruction every cycle it can, conversions were 2.2 instructions per FMA (NOTES.md v17).
+__device__ __forceinline__ float bf2_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf2_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
 __device__ __forceinline__ void unpack8(const uint4 u, float (&f)[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+  const unsigned h[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    const float2 x = __bfloat1622float2(h[i]);
-    f[2 * i] = x.x;
-    f[2 * i + 1] = x.y;
+    f[2 * i] = bf2_lo(h[i]);
+    f[2 * i + 1] = bf2_hi(h[i]);
   }
 }
 
-/** Dot of 8 bf16 weights with 8 bf16 inputs, accumulated into `acc`. */
+/** Dot of 8 bf16 weights with 8 bf16 inputs, accumulated into `acc` (in element order). */
 __device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float acc) {
-  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x);
+  const unsigned a[4] = {w.x, w.y, w.z, w.w}, b[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    const float2 fa = __bfloat1622float2(a[i]);
-    const float2 fb = __bfloat1622float2(b[i]);
-    acc = fmaf(fa.x, fb.x, acc);
-    acc = fmaf(fa.y, fb.y, acc);
+    acc = fmaf(bf2_lo(a[i]), bf2_lo(b[i]), acc);
+    acc = fmaf(bf2_hi(a[i]), bf2_hi(b[i]), acc);
   }
   return acc;
 }
@@ -1282,12 +1284,10 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       for (int j = 0; j < kPerWarp; j++) {
         const float pj = __shfl_sync(0xffffffffu, p, j * 4);
         if (base + j < p1) {
-          const __nv_bfloat162* hv = reinterpret_cast<const __nv_bfloat162*>(&vv[j]);
-          const float2 v01 = __bfloat1622float2(hv[0]), v23 = __bfloat1622float2(hv[1]);
-          acc[h][0] = fmaf(pj, v01.x, acc[h][0]);
-          acc[h][1] = fmaf(pj, v01.y, acc[h][1]);
-          acc[h][2] = fmaf(pj, v23.x, acc[h][2]);
-          acc[h][3] = fmaf(pj, v23.y, acc[h][3]);
+          acc[h][0] = fmaf(pj, bf2_lo(vv[j].x), acc[h][0]);
+          acc[h][1] = fmaf(pj, bf2_hi(vv[j].x), acc[h][1]);
+          acc[h][2] = fmaf(pj, bf2_lo(vv[j].y), acc[h][2]);
+          acc[h][3] = fmaf(pj, bf2_hi(vv[j].y), acc[h][3]);
         }
       }
     }
