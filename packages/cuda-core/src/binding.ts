@@ -61,6 +61,11 @@ export type MegakernelPlan =
        * fixed shares (small models: fewer round trips).
        */
       claimTiles: boolean;
+      /**
+       * Whether the warps take QKV rows four at a time (two pairs that share one read of the input), where every
+       * ring's tiles hold at least four pairs of them (Qwen3-0.6B). `QK_MEGAKERNEL_QKV_QUADS=0` turns it off.
+       */
+      qkvQuads: boolean;
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;

@@ -352,6 +352,35 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     claimed.dispose();
   });
 
+  it('QKV rows taken four at a time (the default) give the same bits as by pairs (QK_MEGAKERNEL_QKV_QUADS=0)', () => {
+    // Hidden 256: QKV tiles of 56 rows (the short ring's 28 KB slots, launches below 512) or 40 (20 KB), and block
+    // shares of 30-34 rows, so turns of two pairs and tiles that end on a lone pair, whose turn reads that pair twice
+    // and publishes it once.
+    const plan = megakernelPlan({ hidden: 256, qHeads: 16, kvHeads: 8, ffn: 384, layers: 2, vocab: 1000 });
+    expect(plan.supported && plan.qkvQuads).toBe(true);
+    const wide = megakernelPlan({ hidden: 4096, qHeads: 32, kvHeads: 8, ffn: 12288, layers: 2, vocab: 1000 });
+    expect(wide.supported && wide.qkvQuads).toBe(false); // (Qwen3-8B: QKV tiles of one or two pairs)
+    const quads = build('megakernel', EIGHT_KV_HEADS, 16);
+    const pairs = withEnv('QK_MEGAKERNEL_QKV_QUADS', '0', () => build('megakernel', EIGHT_KV_HEADS, 16));
+    const ids = randomIds(600, EIGHT_KV_HEADS.vocabSize, 33);
+    const a = trace(quads, ids, 1);
+    const b = trace(pairs, ids, 1);
+    expect(a.length).toBe(b.length);
+    for (let s = 0; s < a.length; s++) {
+      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
+    }
+    const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 9 };
+    const run = (e: Engine) => {
+      const out = [e.next(ids.slice(0, 5), 0, sampled, 0)];
+      for (let p = 5; p < 60; p++) out.push(e.next([out.at(-1)!], p, sampled, out.length));
+      return out;
+    };
+    expect(run(quads)).toEqual(run(pairs));
+    quads.dispose();
+    pairs.dispose();
+  });
+
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
     const dims = {

@@ -119,6 +119,7 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("shortSlotBytes", static_cast<double>(plan.short_slot_bytes));
     o.Set("shortRingUntil", plan.short_until);
     o.Set("claimTiles", plan.claim);
+    o.Set("qkvQuads", plan.qkv_quads);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
     return o;
@@ -159,6 +160,10 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // staging it; QK_MEGAKERNEL_CHUNK_KEYS sets the keys per attention chunk to aim for (default: one pass).
     r.kv_stage = env_count("QK_MEGAKERNEL_KV_STAGE", 1) != 0 ? 1 : 0;
     r.chunk_keys = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_CHUNK_KEYS", 0), 1 << 20));
+    // Knobs (NOTES.md v18): QK_MEGAKERNEL_QKV_QUADS=0 deals QKV rows to the warps by pairs instead of two pairs at a
+    // time; QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start, as v17 did.
+    r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
+    r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);

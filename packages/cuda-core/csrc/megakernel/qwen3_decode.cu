@@ -86,6 +86,7 @@ constexpr int kStageKeys = 28;
 // v11/v12: the flagged merge saves two round trips at a few chunks; v15: with a second batch, 9-16 chunks gain too).
 constexpr int kFlagMergeChunks = 8;
 constexpr int kFlagMergeMax = 2 * kFlagMergeChunks;
+constexpr int kSpreadBatch = 9;  // loads per thread of a merge spread over the block (G = 2: 15 chunks' records)
 constexpr float kLog2e = 1.4426950408889634f;
 // A debug value the binding never passes (it keeps only the documented diagnostic bits): the condition of the
 // placement padding at the end of the attention.
@@ -183,6 +184,8 @@ constexpr int kAttnScratchFloats = kMaxG * kD + kConsumerWarps * kMaxG * kD + kC
 static_assert(2 * kStageKeys * kD * 2 <= kConsumerWarps * kMaxG * kD * 4, "a staged pass fits the warps' outputs");
 /** The group's q heads, then k and v (bf16), staged after the attention scratch. */
 constexpr int kAttnStageElems = (kMaxG + 2) * kD;
+static_assert(kFlagMergeMax * 2 * (kD + 2) * 4 <= kAttnScratchFloats * 4 + kAttnStageElems * 2,
+              "the records of a spread merge (G ≤ 2) fit the attention scratch and the staged q/k/v");
 
 __host__ __device__ inline size_t union_bytes(const MegakernelDims& d) {
   const size_t x = static_cast<size_t>(x_elems(d)) * 2;
@@ -957,13 +960,25 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 }
 
 /**
+ * What a warp takes of a GEMV tile per turn: a row pair (O, down, the LM head); a pair of SwiGLU units, two gate rows
+ * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: QK_MEGAKERNEL_QKV_QUADS). Four rows per
+ * turn read the input once for all four, and where a block's stage has up to twice as many pairs as it has warps (QKV:
+ * 11-14 pairs, 7 warps), no warp runs two turns one after the other (NOTES.md v18). A row's sum is the same chain of
+ * FMAs whichever way it is taken, so the outputs are the same bits.
+ */
+enum class Take : int { kPair, kGateUp, kQuad };
+
+/**
  * Runs one GEMV stage: for every tile of the block, waits for it, dots each row pair with the staged input, applies
  * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `at` is the ring position,
  * which follows the producer's order.
  */
-template <bool kGateUp, bool kSample>
+template <Take kTake, bool kSample>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
                                           RingPos& at, int layer, Best& best, TopK& top, int first_event) {
+  constexpr bool kGateUp = kTake == Take::kGateUp;
+  constexpr bool kFour = kTake != Take::kPair;         // four rows per turn
+  constexpr int kStep = kTake == Take::kQuad ? 4 : 2;  // the tile's units per turn (gate/up units are two rows each)
   if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
     if (first_event >= 0) stamp(a, first_event);
     return true;  // the producer issues nothing for this stage either
@@ -974,45 +989,53 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   // 32-bit row offsets within a slot (a slot is at most 227 KB).
   const int k = static_cast<int>(s.k);
   const int k_dot = (a.debug & 4) != 0 ? 0 : k;  // (diagnostic: no dot products)
-  // Pairs are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
+  // Turns are dealt to the warps round-robin across the stage's tiles, not per tile: a tile of one or two pairs
   // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile. `mine` is this
-  // warp's next pair (its stage-wide index), `pairs` the stage's pairs before the current tile.
-  int pairs = 0, mine = warp;
+  // warp's next turn (its stage-wide index), `turns` the stage's turns before the current tile.
+  int turns = 0, mine = warp;
   for (bool last = false; !last; ring_next(at, a.slots)) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
-    if (first_event >= 0 && pairs == 0) stamp(a, first_event);
+    if (first_event >= 0 && turns == 0) stamp(a, first_event);
     const uint2 desc = b.desc[slot];
     const int64_t t0 = desc.x;
     const int n = static_cast<int>(desc.y & 0x7fffffffu);
     last = n == 0 || (desc.y >> 31) != 0;
     const bf16* tile =
         reinterpret_cast<const bf16*>(b.slots + static_cast<unsigned>(slot) * static_cast<unsigned>(a.slot_bytes));
-    const int first = mine - pairs;
-    pairs += (n + 1) / 2;
-    for (int r = 2 * first; r < n; r += 2 * kConsumerWarps) {
+    const int first = mine - turns;
+    turns += (n + kStep - 1) / kStep;
+    for (int r = kStep * first; r < n; r += kStep * kConsumerWarps) {
       mine += kConsumerWarps;
       const bf16* row = tile + r * k;
-      const bf16* up = row + n * k;  // gate/up: the up rows
+      // The other two rows of a four-row turn: gate/up, the up rows of the tile's units; QKV, the next pair of the
+      // tile, or this pair again where the tile ends first (its sums are then not published: a tile is whole pairs).
+      const bool second = kTake == Take::kQuad && r + 2 < n;
+      const bf16* up = kGateUp ? row + n * k : second ? row + 2 * k : row;
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
       for (int c = lane * 8; c < k_dot; c += 256) {
         const uint4 xv = lds128(b.x + c);
         acc0 = dot8(lds128(row + c), xv, acc0);
         acc1 = dot8(lds128(row + k + c), xv, acc1);
-        if constexpr (kGateUp) {
+        if constexpr (kFour) {
           up0 = dot8(lds128(up + c), xv, up0);
           up1 = dot8(lds128(up + k + c), xv, up1);
         }
       }
       acc0 = warp_sum(acc0);
       acc1 = warp_sum(acc1);
-      if constexpr (kGateUp) {
+      if constexpr (kFour) {
         up0 = warp_sum(up0);
         up1 = warp_sum(up1);
       }
       const int64_t u = t0 + r;
-      if (stage < 0) {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
+      if constexpr (kTake == Take::kQuad) {  // QKV
+        if (lane == 0) {
+          flag_store(out, u / 2, pack_bf2(acc0, acc1), b.epoch);
+          if (second) flag_store(out, u / 2 + 1, pack_bf2(up0, up1), b.epoch);
+        }
+      } else if (stage < 0) {  // LM head (an odd vocabulary's last row has no partner: row r + 1 is then slot garbage)
         if (lane == 0) {  // the logits, and the argmax
           bf16* logits = static_cast<bf16*>(a.logits);
           const float v0 = round_bf(acc0), v1 = round_bf(acc1);
@@ -1333,6 +1356,15 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     if (chunks == 1) {
       flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
+    } else if (G <= 2 && c == 0 && chunks <= kFlagMergeMax) {  // the spread merge (below): chunk 0's record stays in
+                                                               // shared memory, where the queries were (the passes
+                                                               // are done)
+      qs[o] = t0;
+      qs[o + 1] = t1;
+      if (od == 0) {
+        qs[O + 2 * oh] = mh;
+        qs[O + 2 * oh + 1] = lh;
+      }
     } else if (chunks <= kFlagMergeMax) {
       flag_store_f32(recs + c * R, o, t0, b.epoch);
       flag_store_f32(recs + c * R, o + 1, t1, b.epoch);
@@ -1348,60 +1380,100 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   if (chunks == 1) return true;
   if (chunks <= kFlagMergeMax) {
     if (c != 0) return true;
-    // Chunk 0's block merges the head's chunks (its own included) from their flagged records as they land: no fence,
-    // no arrival counter. One batch of loads per thread (one L2 round trip once the last word has landed): the output
-    // pair it merges, of chunks 0-7, and (threads q·G + h of the first round) chunk q's (max, sum) of head h, which
-    // goes to shared memory for every thread of the head; chunks 8-15, where there are more, in a second batch. Then
-    // the merge in chunk order: the same arithmetic as the counter merge below, so either gives the same bits.
-    float* mlb = qs;  // [chunk][G] (max, sum) (the queries are no longer read: the passes are done)
-    bool ok = true;
-    for (int o = 2 * tid, round = 0;; o += 2 * kConsumers, round++) {
-      if (round > 0 && o >= O) break;  // (every thread takes the first round: it holds the barrier)
-      const bool has_o = o < O, has_ml = round == 0 && tid < chunks * G;
-      const int64_t at_o = has_o ? o : 0;  // (a thread with no outputs waits for output 0 of each chunk)
-      // v[q]: chunk q's outputs (slots past the last chunk repeat it: register slots fixed at compile time, since an
-      // index known only at run time would put the array in local memory); v[kFlagMergeChunks]: the (max, sum) pair.
-      uint4 v[kFlagMergeChunks + 1];
-      ok = ok && flag_wait_batch<kFlagMergeChunks + 1>(a, b, v, kFlagMergeChunks + 1, [&](int j) {
-             return recs + (j < kFlagMergeChunks ? static_cast<int64_t>(min(j, chunks - 1)) * R + at_o
-                            : has_ml ? static_cast<int64_t>(tid / G) * R + O + 2 * (tid % G)
-                                     : at_o);
-           });
-      if (round == 0) {
-        if (has_ml && ok) {
-          mlb[2 * tid] = __uint_as_float(v[kFlagMergeChunks].x);
-          mlb[2 * tid + 1] = __uint_as_float(v[kFlagMergeChunks].z);
-        }
-        if (!block_ok(b, ok)) return false;
+    // Heads of up to 16 chunks and G ≤ 2 (NOTES.md v18): the records of chunks 1, 2, … lie end to end, and thread t
+    // loads their word pairs t, t + 224, … in one batch, so that past 8 chunks the merge costs one L2 round trip after
+    // the last record lands, not two. The values go to shared memory after chunk 0's own record, in the records'
+    // layout, and after a barrier each output pair is merged from there in chunk order: the arithmetic of the merges
+    // below, the same bits.
+    if constexpr (G <= 2) {
+      static_assert((kFlagMergeMax - 1) * G * (kD + 2) / 2 <= kConsumers * kSpreadBatch, "one batch holds 15 records");
+      static_assert(G * (kD + 2) <= kMaxG * kD, "chunk 0's record fits where the queries were");
+      const int total = (chunks - 1) * (R / 2);  // word pairs (16-byte loads)
+      // (Loads past the last record read its last word pair again: a batch of fixed size spills no registers.)
+      uint4 v[kSpreadBatch];
+      const bool ok = flag_wait_batch<kSpreadBatch>(a, b, v, kSpreadBatch, [&](int j) {
+        return recs + R + 2 * min(tid + j * kConsumers, total - 1);
+      });
+      consumer_sync();  // every thread is done reading the warps' outputs (the same memory)
+      float* sm = qs;   // [chunk][R]
+      if (ok) {
+#pragma unroll
+        for (int j = 0; j < kSpreadBatch; j++)
+          if (tid + j * kConsumers < total)
+            *reinterpret_cast<float2*>(sm + R + 2 * (tid + j * kConsumers)) =
+                make_float2(__uint_as_float(v[j].x), __uint_as_float(v[j].z));
       }
-      if (!ok || !has_o) break;
-      const float* mh = mlb + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[2·G·q], mh[2·G·q + 1]
-      float mx = -INFINITY;
-#pragma unroll
-      for (int q = 0; q < kFlagMergeMax; q++)
-        if (q < chunks) mx = fmaxf(mx, mh[2 * G * q]);
-      float n0 = 0.f, n1 = 0.f, den = 0.f;
-      // Chunks 0-7 from the batch above; chunks 8-15 (more than 8 chunks) from a second batch, in the same order.
-      for (int q0 = 0;; q0 += kFlagMergeChunks) {
-#pragma unroll
-        for (int q = 0; q < kFlagMergeChunks; q++) {
-          if (q0 + q < chunks) {
-            const float w = exp2f(mh[2 * G * (q0 + q)] - mx);
-            n0 = fmaf(w, __uint_as_float(v[q].x), n0);
-            n1 = fmaf(w, __uint_as_float(v[q].z), n1);
-            den = fmaf(w, mh[2 * G * (q0 + q) + 1], den);
+      if (!block_ok(b, ok)) return false;
+      for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
+        const float* mh = sm + O + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[q·R], mh[q·R + 1]
+        float mx = -INFINITY;
+        for (int q = 0; q < chunks; q++) mx = fmaxf(mx, mh[q * R]);
+        float n0 = 0.f, n1 = 0.f, den = 0.f;
+        for (int q = 0; q < chunks; q++) {
+          const float w = exp2f(mh[q * R] - mx);
+          n0 = fmaf(w, sm[q * R + o], n0);
+          n1 = fmaf(w, sm[q * R + o + 1], n1);
+          den = fmaf(w, mh[q * R + 1], den);
+        }
+        flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
+      }
+      return true;
+    } else {
+      // Chunk 0's block merges the head's chunks (its own included) from their flagged records as they land: no fence,
+      // no arrival counter. One batch of loads per thread (one L2 round trip once the last word has landed): the output
+      // pair it merges, of chunks 0-7, and (threads q·G + h of the first round) chunk q's (max, sum) of head h, which
+      // goes to shared memory for every thread of the head; chunks 8-15, where there are more, in a second batch. Then
+      // the merge in chunk order: the same arithmetic as the counter merge below, so either gives the same bits.
+      float* mlb = qs;  // [chunk][G] (max, sum) (the queries are no longer read: the passes are done)
+      bool ok = true;
+      for (int o = 2 * tid, round = 0;; o += 2 * kConsumers, round++) {
+        if (round > 0 && o >= O) break;  // (every thread takes the first round: it holds the barrier)
+        const bool has_o = o < O, has_ml = round == 0 && tid < chunks * G;
+        const int64_t at_o = has_o ? o : 0;  // (a thread with no outputs waits for output 0 of each chunk)
+        // v[q]: chunk q's outputs (slots past the last chunk repeat it: register slots fixed at compile time, since an
+        // index known only at run time would put the array in local memory); v[kFlagMergeChunks]: the (max, sum) pair.
+        uint4 v[kFlagMergeChunks + 1];
+        ok = ok && flag_wait_batch<kFlagMergeChunks + 1>(a, b, v, kFlagMergeChunks + 1, [&](int j) {
+               return recs + (j < kFlagMergeChunks ? static_cast<int64_t>(min(j, chunks - 1)) * R + at_o
+                              : has_ml ? static_cast<int64_t>(tid / G) * R + O + 2 * (tid % G)
+                                       : at_o);
+             });
+        if (round == 0) {
+          if (has_ml && ok) {
+            mlb[2 * tid] = __uint_as_float(v[kFlagMergeChunks].x);
+            mlb[2 * tid + 1] = __uint_as_float(v[kFlagMergeChunks].z);
           }
+          if (!block_ok(b, ok)) return false;
         }
-        if (q0 + kFlagMergeChunks >= chunks) break;
-        ok = flag_wait_batch<kFlagMergeChunks + 1>(a, b, v, kFlagMergeChunks, [&](int j) {
-          return recs + static_cast<int64_t>(min(q0 + kFlagMergeChunks + j, chunks - 1)) * R + o;
-        });
+        if (!ok || !has_o) break;
+        const float* mh = mlb + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[2·G·q], mh[2·G·q + 1]
+        float mx = -INFINITY;
+#pragma unroll
+        for (int q = 0; q < kFlagMergeMax; q++)
+          if (q < chunks) mx = fmaxf(mx, mh[2 * G * q]);
+        float n0 = 0.f, n1 = 0.f, den = 0.f;
+        // Chunks 0-7 from the batch above; chunks 8-15 (more than 8 chunks) from a second batch, in the same order.
+        for (int q0 = 0;; q0 += kFlagMergeChunks) {
+#pragma unroll
+          for (int q = 0; q < kFlagMergeChunks; q++) {
+            if (q0 + q < chunks) {
+              const float w = exp2f(mh[2 * G * (q0 + q)] - mx);
+              n0 = fmaf(w, __uint_as_float(v[q].x), n0);
+              n1 = fmaf(w, __uint_as_float(v[q].z), n1);
+              den = fmaf(w, mh[2 * G * (q0 + q) + 1], den);
+            }
+          }
+          if (q0 + kFlagMergeChunks >= chunks) break;
+          ok = flag_wait_batch<kFlagMergeChunks + 1>(a, b, v, kFlagMergeChunks, [&](int j) {
+            return recs + static_cast<int64_t>(min(q0 + kFlagMergeChunks + j, chunks - 1)) * R + o;
+          });
+          if (!ok) break;
+        }
         if (!ok) break;
+        flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
       }
-      if (!ok) break;
-      flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
+      return block_ok(b, ok);
     }
-    return block_ok(b, ok);
   }
   __threadfence();
   consumer_sync();
@@ -1740,6 +1812,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
   RingPos at;
   int token = token0;
+  const bool quads = a.qkv_quads != 0;
   for (int step = 0; step < a.steps; step++) {
     const int pos = pos0 + step;
     b.epoch = a.epoch + static_cast<unsigned>(step);
@@ -1774,8 +1847,12 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       const MegakernelLayer& L = a.layers[layer];
       const int ev = layer * kMegakernelTraceEventsPerLayer;
       stamp(a, ev);
-      // The cached rows this block's attention will read do not depend on this step: start them towards L2 now.
-      if (item >= 0) prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
+      // QK_MEGAKERNEL_KV_PREFETCH=1: the cached rows this block's attention will read start towards L2 here, as
+      // through v17. Off by default: the attention issues its first pass's loads (and stages a short second pass)
+      // before it waits for q/k/v, and the prefetch's traffic slowed the residual's hop more than it sped the later
+      // passes (NOTES.md v18, run 67b: 10-15 µs per token at 512-1024, 35 at 4096).
+      if (item >= 0 && a.kv_prefetch != 0)
+        prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
       // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
       // input nor the residual here: the gate/up stage reads the residual again)
       if (!skips_stage(kQkv, b.attn_skip)) {
@@ -1783,7 +1860,9 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
       stamp(a, ev + 1);
-      if (!consume_gemv<false, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)) return;
+      if (!(quads ? consume_gemv<Take::kQuad, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)
+                  : consume_gemv<Take::kPair, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)))
+        return;
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
@@ -1809,14 +1888,14 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                               h == 0 ? d.q_heads * kD : d.ffn))
           return;
         stamp(a, sev);
-        if (!consume_gemv<false, kSample>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
+        if (!consume_gemv<Take::kPair, kSample>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
         stamp(a, sev + 2);
         if (h == 0) {
           if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm),
                                 d.hidden, a.eps))
             return;
           stamp(a, ev + 11);
-          if (!consume_gemv<true, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
+          if (!consume_gemv<Take::kGateUp, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
           stamp(a, ev + 13);
         }
       }
@@ -1828,7 +1907,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                           static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
       return;
     stamp(a, ev_end);
-    if (!consume_gemv<false, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
+    if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
     stamp(a, ev_end + 1);
     bool ok;
     if constexpr (kSample) ok = step_sample(a, b, lay, top, step, pos);
@@ -1922,6 +2001,10 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   const double layer_bytes = 2.0 * static_cast<double>(d.hidden) *
                              static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + d.q_heads * kD + 3 * d.ffn);
   plan->claim = layer_bytes / sms >= kClaimBytesPerBlock;
+  // QKV in four-row turns where every ring's tiles hold at least four pairs (Qwen3-0.6B); with fewer, a turn of four
+  // would mostly read a lone pair twice.
+  plan->qkv_quads = tile_units_for(d.hidden, 1, static_cast<int64_t>(slot)) >= 8 &&
+                    (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   // Up to half the grid attends without QKV or O rows on models that take fixed shares (0.6B: up to 8 chunks per KV
   // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter

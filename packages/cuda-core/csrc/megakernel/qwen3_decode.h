@@ -58,6 +58,8 @@ struct MegakernelPlan {
   size_t short_slot_bytes = 0;
   int short_until = 0;
   bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
+  bool qkv_quads = false;  // every ring's QKV tiles hold four pairs or more: the warps may take QKV rows four at a
+                           // time (MegakernelArgs::qkv_quads)
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
   int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
@@ -88,6 +90,10 @@ struct MegakernelArgs {
   int l2_stream = 1;                 // 1: weight copies are L2 evict_first (NOTES.md v15); 0: default policy
   int chunk_keys = 0;                // keys per attention chunk to aim for (at most one pass: 0, the default)
   int kv_stage = 1;                  // 1: a second attention pass of up to 28 keys is staged in shared memory (v16)
+  int qkv_quads = 0;                 // 1: QKV rows are dealt to the warps four at a time (MegakernelPlan::qkv_quads;
+                                     // NOTES.md v18)
+  int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
+                                     // (through v17; NOTES.md v18)
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
