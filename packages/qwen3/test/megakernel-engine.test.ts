@@ -139,6 +139,22 @@ function withEnv<T>(name: string, value: string | undefined, make: () => T): T {
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
 
+/** Checks two logit traces step by step: as many steps, every value of `got` finite, the same bits. */
+function expectSameBits(got: Float32Array[], want: Float32Array[]) {
+  expect(got.length).toBe(want.length);
+  for (let s = 0; s < want.length; s++) {
+    expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+    expect(sameBits(got[s]!, want[s]!), `step ${s}`).toBe(true);
+  }
+}
+
+/** The tokens of `next()` from a 5-token prompt, then one step per position up to `until`, each fed the last token. */
+function nextSteps(e: Engine, ids: readonly number[], sampling: SamplingParams, until: number): number[] {
+  const out = [e.next(ids.slice(0, 5), 0, sampling, 0)];
+  for (let p = 5; p < until; p++) out.push(e.next([out.at(-1)!], p, sampling, out.length));
+  return out;
+}
+
 describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)', () => {
   for (const [name, config] of CONFIGS) {
     it(`matches the layered engine step by step over 500+ positions (${name})`, () => {
@@ -332,22 +348,11 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const claimed = withEnv('QK_MEGAKERNEL_CLAIM', '1', () => build('megakernel', config, 12)); // (read on creation)
     // Short contexts (attention blocks take no rows) through long ones (every block takes rows and attends).
     const ids = randomIds(300, config.vocabSize, 30);
-    const a = trace(fixed, ids, 200);
-    const b = trace(claimed, ids, 200);
-    expect(a.length).toBe(b.length);
-    for (let s = 0; s < a.length; s++) {
-      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
-    }
+    expectSameBits(trace(claimed, ids, 200), trace(fixed, ids, 200));
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 8 };
-    const run = (e: Engine, s: SamplingParams) => {
-      const out = [e.next(ids.slice(0, 5), 0, s, 0)];
-      for (let p = 5; p < 40; p++) out.push(e.next([out.at(-1)!], p, s, out.length));
-      return out;
-    };
-    expect(run(claimed, greedy)).toEqual(run(fixed, greedy));
-    expect(run(claimed, sampled)).toEqual(run(fixed, sampled));
+    expect(nextSteps(claimed, ids, greedy, 40)).toEqual(nextSteps(fixed, ids, greedy, 40));
+    expect(nextSteps(claimed, ids, sampled, 40)).toEqual(nextSteps(fixed, ids, sampled, 40));
     fixed.dispose();
     claimed.dispose();
   });
@@ -363,20 +368,9 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const quads = build('megakernel', EIGHT_KV_HEADS, 16);
     const pairs = withEnv('QK_MEGAKERNEL_QKV_QUADS', '0', () => build('megakernel', EIGHT_KV_HEADS, 16));
     const ids = randomIds(600, EIGHT_KV_HEADS.vocabSize, 33);
-    const a = trace(quads, ids, 1);
-    const b = trace(pairs, ids, 1);
-    expect(a.length).toBe(b.length);
-    for (let s = 0; s < a.length; s++) {
-      expect(a[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(sameBits(a[s]!, b[s]!), `step ${s}`).toBe(true);
-    }
+    expectSameBits(trace(quads, ids, 1), trace(pairs, ids, 1));
     const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 9 };
-    const run = (e: Engine) => {
-      const out = [e.next(ids.slice(0, 5), 0, sampled, 0)];
-      for (let p = 5; p < 60; p++) out.push(e.next([out.at(-1)!], p, sampled, out.length));
-      return out;
-    };
-    expect(run(quads)).toEqual(run(pairs));
+    expect(nextSteps(quads, ids, sampled, 60)).toEqual(nextSteps(pairs, ids, sampled, 60));
     quads.dispose();
     pairs.dispose();
   });
@@ -417,14 +411,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // Steps from 300 to 560: the default engine crosses from its short ring to the default one at 512.
     const ids = randomIds(560, config.vocabSize, 31);
     const want = trace(only20.engine, ids, 300);
-    for (const other of [both, only28]) {
-      const got = trace(other.engine, ids, 300);
-      expect(got.length).toBe(want.length);
-      for (let s = 0; s < want.length; s++) {
-        expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-        expect(sameBits(got[s]!, want[s]!), `step ${s}`).toBe(true);
-      }
-    }
+    for (const other of [both, only28]) expectSameBits(trace(other.engine, ids, 300), want);
     for (const e of [both, only20, only28]) e.engine.dispose();
   });
 
