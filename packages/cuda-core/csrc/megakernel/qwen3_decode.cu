@@ -1850,7 +1850,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       // QK_MEGAKERNEL_KV_PREFETCH=1: the cached rows this block's attention will read start towards L2 here, as
       // through v17. Off by default: the attention issues its first pass's loads (and stages a short second pass)
       // before it waits for q/k/v, and the prefetch's traffic slowed the residual's hop more than it sped the later
-      // passes (NOTES.md v18, run 67b: 10-15 µs per token at 512-1024, 35 at 4096).
+      // passes (NOTES.md v18, run 67b: 4-10 µs per token at 512-1024, 35 at 4096).
       if (item >= 0 && a.kv_prefetch != 0)
         prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
       // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
