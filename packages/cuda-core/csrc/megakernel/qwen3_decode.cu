@@ -969,9 +969,9 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 enum class Take : int { kPair, kGateUp, kQuad };
 
 /**
- * Runs one GEMV stage: for every tile of the block, waits for it, dots each row pair with the staged input, applies
- * the stage's epilogue (publishing the pair as one flagged word) and frees the slot. `at` is the ring position,
- * which follows the producer's order.
+ * Runs one GEMV stage: for every tile of the block, waits for it, dots each warp's turn of rows (`Take`) with the staged
+ * input, applies the stage's epilogue (publishing each output pair as one flagged word) and frees the slot. `at` is
+ * the ring position, which follows the producer's order.
  */
 template <Take kTake, bool kSample>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
