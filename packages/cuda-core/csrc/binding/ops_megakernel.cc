@@ -149,6 +149,8 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Weight copies in flight per block, at most: 1 (NOTES.md, v9: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
     // it, a tuning knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
+    // The LM head's bound, the same unless QK_MEGAKERNEL_LM_INFLIGHT sets it (a knob, NOTES.md v19).
+    r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", r.inflight), 1024));
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
     r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
     // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS

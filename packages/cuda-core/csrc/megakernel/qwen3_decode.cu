@@ -777,7 +777,7 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
  */
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
                                               int skip, unsigned* counter, RingPos& at, unsigned& issued,
-                                              uint64_t l2_policy) {
+                                              uint64_t l2_policy, int cap) {
   const int64_t per = tile_units(a, s);
   int64_t t0 = 0, lim = 0;
   unsigned pending = 0;
@@ -790,7 +790,7 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
   }
   const bool none = t0 >= lim;
   // A cap of a whole ring or more caps nothing: the ring itself holds at most `slots` copies.
-  const int inflight = a.inflight < a.slots ? a.inflight : 0;
+  const int inflight = cap < a.slots ? cap : 0;
   for (;;) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.empty[slot], at.phase ^ 1u)) return false;
@@ -863,12 +863,13 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
         if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
-                           l2_policy))
+                           l2_policy, a.inflight))
           return;
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy)) return;  // the LM head
+    // The LM head (its own bound on copies in flight: no hop of this step waits behind its stream).
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy, a.lm_inflight)) return;
   }
 }
 
@@ -2019,8 +2020,8 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   const bool long_ring = args.slots == plan.slots && args.slot_bytes == static_cast<int64_t>(plan.slot_bytes);
   const bool short_ring = plan.short_until > 0 && args.slots == plan.short_slots &&
                           args.slot_bytes == static_cast<int64_t>(plan.short_slot_bytes);
-  if ((!long_ring && !short_ring) || args.steps < 1 ||
-      args.steps > kMegakernelMaxSteps || args.inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK ||
+  if ((!long_ring && !short_ring) || args.steps < 1 || args.steps > kMegakernelMaxSteps || args.inflight < 0 ||
+      args.lm_inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK ||
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;

@@ -84,6 +84,7 @@ struct MegakernelArgs {
   int slots = 0;                     // the plan's ring (MegakernelPlan::slots, slot_bytes)
   int64_t slot_bytes = 0;
   int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
+  int lm_inflight = 0;               // the same bound for the LM head's copies (no hop waits on them: NOTES.md v19)
   int claim = 0;                     // 1: blocks claim GEMV tiles from per-stage counters; 0: fixed shares
   int skip_items = 0;                // attention items up to which the attending blocks take no QKV or O rows
                                      // (MegakernelPlan::skip_items)
