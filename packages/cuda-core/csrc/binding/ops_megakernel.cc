@@ -21,6 +21,7 @@ namespace {
 
 /** Weight copies in flight per block by default. */
 constexpr int64_t kDefaultInflight = 1;
+constexpr int64_t kDefaultLmInflight = 2;  // the LM head's (NOTES.md v19)
 
 /** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
 constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
@@ -149,8 +150,11 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Weight copies in flight per block, at most: 1 (NOTES.md, v9: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
     // it, a tuning knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
-    // The LM head's bound, the same unless QK_MEGAKERNEL_LM_INFLIGHT sets it (a knob, NOTES.md v19).
-    r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", r.inflight), 1024));
+    // The LM head's bound: 2, or the layers' if that is larger (or unbounded); QK_MEGAKERNEL_LM_INFLIGHT overrides it.
+    // No hop waits behind the LM head's stream, so its copies may overlap (NOTES.md v19, run 68a: 8-10 µs per token
+    // faster at positions 512-1024, the same at 1 and 128; 3 copies no better).
+    const int64_t lm_default = r.inflight == 0 ? 0 : std::max<int64_t>(r.inflight, kDefaultLmInflight);
+    r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", lm_default), 1024));
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
     r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
     // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS
