@@ -21,7 +21,7 @@ namespace {
 
 /** Weight copies in flight per block by default. */
 constexpr int64_t kDefaultInflight = 1;
-constexpr int64_t kDefaultLmInflight = 2;  // the LM head's (NOTES.md v19)
+constexpr int64_t kDefaultLmInflight = 2;  // the LM head's, on models that take fixed shares (NOTES.md v19)
 
 /** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
 constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
@@ -150,10 +150,13 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Weight copies in flight per block, at most: 1 (NOTES.md, v9: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
     // it, a tuning knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
-    // The LM head's bound: 2, or the layers' if that is larger (or unbounded); QK_MEGAKERNEL_LM_INFLIGHT overrides it.
-    // No hop waits behind the LM head's stream, so its copies may overlap (NOTES.md v19, run 68a: 8-10 µs per token
-    // faster at positions 512-1024, the same at 1 and 128; 3 copies no better).
-    const int64_t lm_default = r.inflight == 0 ? 0 : std::max<int64_t>(r.inflight, kDefaultLmInflight);
+    // The LM head's bound: no hop waits behind its stream, so on the models that take fixed shares (narrow ring slots:
+    // Qwen3-0.6B, 1.7B) two of its copies may overlap; on those that claim tiles (4B, 8B: slots of 40-48 KB) two
+    // copies are too many bytes in flight. The layers' bound where that is larger (or unbounded).
+    // QK_MEGAKERNEL_LM_INFLIGHT overrides it. (NOTES.md v19, runs 68a-d: two copies gain 8-10 µs per token at 0.6B
+    // positions 512-1024 and 17-26 µs at 1.7B, change nothing at 4B, and lose 20 µs at 8B position 1.)
+    const int64_t lm_own = inst.plan.claim ? 1 : kDefaultLmInflight;
+    const int64_t lm_default = r.inflight == 0 ? 0 : std::max<int64_t>(r.inflight, lm_own);
     r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", lm_default), 1024));
     // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
     r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
