@@ -375,6 +375,31 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     pairs.dispose();
   });
 
+  it('heads of 2-3 chunks merged by the O blocks (the default) match the merge in chunk 0 (QK_MEGAKERNEL_O_MERGE=0)', () => {
+    // 8 KV heads in groups of 2: positions 56-167 split each head into 2-3 chunks of one pass, whose normalised
+    // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the
+    // same bits; from 168 (4-6 chunks here) chunk 0's block merges in both, over caches that differ by the earlier
+    // roundings.
+    const merged = build('megakernel', EIGHT_KV_HEADS, 17);
+    const chunk0 = withEnv('QK_MEGAKERNEL_O_MERGE', '0', () => build('megakernel', EIGHT_KV_HEADS, 17));
+    const layered = build('layered', EIGHT_KV_HEADS, 17);
+    const ids = randomIds(320, EIGHT_KV_HEADS.vocabSize, 34);
+    const got = trace(merged, ids, 1);
+    const old = trace(chunk0, ids, 1);
+    expectSameBits(got.slice(0, 56), old.slice(0, 56));
+    let agree = 0;
+    for (let s = 56; s < got.length; s++) {
+      expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+      expect(closenessOf(got[s]!, old[s]!).relL2, `step ${s}`).toBeLessThan(1e-2);
+      if (argmax(got[s]!) === argmax(old[s]!)) agree++;
+    }
+    expect(agree / (got.length - 56)).toBeGreaterThanOrEqual(0.95);
+    expectMatchesLayered(got, trace(layered, ids, 1));
+    merged.dispose();
+    chunk0.dispose();
+    layered.dispose();
+  });
+
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
     const dims = {

@@ -92,6 +92,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // placement padding at the end of the attention.
 constexpr uint32_t kPlacementPad = 0x7fffffffu;
 static_assert((kPlacementPad & kMegakernelDebugBits) != kPlacementPad, "the padding's condition never holds");
+constexpr int kOMergeBatch = 8;  // loads per thread of stage_merge_input: 3 chunks' records of 16 q heads (1,584 units)
 constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower, NOTES.md v11)
 
 // Sync words at the start of the workspace (u32).
@@ -122,6 +123,7 @@ struct Layout {
   size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
   size_t part_acc_layer, part_ml_layer;
   size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeMax][part_record_words()]
+  size_t omerge, omerge_layer;      // per layer too: [layer][chunk < kMegakernelOMergeMax][omerge_record_words()]
   size_t arg;
   size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
                           // whether it saw a NaN or +inf logit [grid] (u32)
@@ -135,6 +137,13 @@ __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a -
  * unnormalised outputs, then each head's running max and sum.
  */
 __host__ __device__ inline int part_record_words(int group) { return group * (kD + 2); }
+
+/**
+ * Words of one chunk's record for the O blocks' merge (MegakernelArgs::o_merge; 8 bytes each): every q head's
+ * normalised output as flagged bf16 pairs (the attention output's layout), then each head's (max, sum) as flagged fp32
+ * words.
+ */
+__host__ __device__ inline int omerge_record_words(int q_heads) { return q_heads * kD / 2 + 2 * q_heads; }
 
 __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
@@ -163,6 +172,9 @@ __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int 
   l.part_rec_layer = align_up(d.kv_heads * rec_chunks * part_record_words(static_cast<int>(group)) * 8, 256);
   l.part_rec = at;
   at += l.part_rec_layer * d.layers;
+  l.omerge_layer = align_up(static_cast<size_t>(kMegakernelOMergeMax) * omerge_record_words(d.q_heads) * 8, 256);
+  l.omerge = at;
+  at += l.omerge_layer * d.layers;
   l.arg = at;
   at = align_up(at + static_cast<size_t>(grid) * 8, 256);
   l.cand = at;
@@ -602,17 +614,17 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
  * abort.
  */
 template <int kBatch, typename Addr>
-__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
-                                                Addr addr) {
+__device__ __forceinline__ bool flag_wait_mask(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch],
+                                               unsigned active, Addr addr) {
   static_assert(kBatch <= 32, "the pending set is a 32-bit mask");
 #pragma unroll
   for (int j = 0; j < kBatch; j++)
-    if (j < count) v[j] = flag_load(addr(j));
+    if ((active >> j) & 1u) v[j] = flag_load(addr(j));
   if ((a.debug & 1) != 0) return true;
   unsigned pending = 0;
 #pragma unroll
   for (int j = 0; j < kBatch; j++)
-    if (j < count && !flag_ready(v[j], b.epoch)) pending |= 1u << j;
+    if (((active >> j) & 1u) && !flag_ready(v[j], b.epoch)) pending |= 1u << j;
   if (pending == 0) return true;
   const uint64_t start = now_ns();
   for (unsigned spin = 1;; spin++) {
@@ -625,6 +637,13 @@ __device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const B
     if (pending == 0) return true;
     if (spin_must_stop(spin, 31, start, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns)) return false;
   }
+}
+
+/** flag_wait_mask over the batch's first `count` loads. */
+template <int kBatch, typename Addr>
+__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
+                                                Addr addr) {
+  return flag_wait_mask<kBatch>(a, b, v, count >= 32 ? ~0u : (1u << count) - 1u, addr);
 }
 
 /**
@@ -740,6 +759,60 @@ __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const 
 __device__ __forceinline__ bool stage_copy_input(const MegakernelArgs& a, const Block& b, const void* src, int64_t n) {
   consumer_sync();  // the previous stage's readers of x are done
   return block_ok(b, (a.debug & 8) != 0 || flag_gather<kGatherBatch>(a, b, src, n, b.x));
+}
+
+/**
+ * The O stage's input where the attention left a head's 2…o_merge chunks unmerged (MegakernelArgs::o_merge, query
+ * groups of 2): x = every q head's output, merged here from the chunks' records `rec` (the layer's; chunk c's at
+ * c · omerge_record_words), so that the merge costs no hop of its own, only a larger gather. The records' 16-byte
+ * units lie end to end, and thread t loads units t, t + 224, … in one batch of at most kOMergeBatch (as the
+ * attention's spread merge does), their values going to shared memory after x. After a barrier each 4-value unit of
+ * x is merged in chunk order: w_c = sum_c · 2^(max_c − max), x = bf16(Σ_c w_c · out_c / Σ_c w_c). False when the
+ * launch aborts.
+ */
+__device__ __forceinline__ bool stage_merge_input(const MegakernelArgs& a, const Block& b, const void* rec, int n,
+                                                  int heads) {
+  consumer_sync();  // the previous stage's readers of x are done
+  const int tid = threadIdx.x;
+  const int units = heads * kD / 4;                // of a chunk's outputs, 4 values each
+  const int per = omerge_record_words(heads) / 2;  // units of a record: the outputs, then (max, sum) per head
+  const int total = n * per;
+  uint2* staged = reinterpret_cast<uint2*>(b.x + heads * kD);  // [chunk][per] each unit's two values, after x
+  // (A fixed count of loads per thread, those past the thread's last unit reading that one again: a count known only
+  // at run time spilled registers, as in the attention's spread merge, NOTES.md v18.)
+  const int last = tid + (total - 1 - tid) / kConsumers * kConsumers;
+  uint4 v[kOMergeBatch];
+  const bool ok = (a.debug & 8) != 0 || flag_wait_batch<kOMergeBatch>(a, b, v, kOMergeBatch, [&](int j) {
+                    return static_cast<const uint4*>(rec) + min(tid + j * kConsumers, last);
+                  });
+  if (ok && (a.debug & 8) == 0) {
+#pragma unroll
+    for (int j = 0; j < kOMergeBatch; j++)
+      if (tid + j * kConsumers < total) staged[tid + j * kConsumers] = make_uint2(v[j].x, v[j].z);
+  }
+  if (!block_ok(b, ok)) return false;
+  if ((a.debug & 8) != 0) return true;
+  for (int u = tid; u < units; u += kConsumers) {
+    const uint2* ml = staged + units + u * 4 / kD;  // this unit's head: chunk c's (max, sum) at ml[c · per]
+    float mx = -INFINITY;
+    for (int c = 0; c < n; c++) mx = fmaxf(mx, __uint_as_float(ml[c * per].x));
+    float o[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
+    for (int c = 0; c < n; c++) {
+      const float l = __uint_as_float(ml[c * per].y);
+      if (!(l > 0.f)) continue;  // a chunk with no keys weighs nothing (its outputs are 0)
+      const float w = l * exp2f(__uint_as_float(ml[c * per].x) - mx);
+      const uint2 x = staged[c * per + u];
+      o[0] = fmaf(w, bf2_lo(x.x), o[0]);
+      o[1] = fmaf(w, bf2_hi(x.x), o[1]);
+      o[2] = fmaf(w, bf2_lo(x.y), o[2]);
+      o[3] = fmaf(w, bf2_hi(x.y), o[3]);
+      den += w;
+    }
+    *reinterpret_cast<uint2*>(b.x + u * 4) =
+        make_uint2(pack_bf2(o[0] / den, o[1] / den), pack_bf2(o[2] / den, o[3] / den));
+  }
+  consumer_sync();
+  return true;
 }
 
 /** Records trace stamp `event` of this block (consumer thread 0; only when tracing). */
@@ -1357,6 +1430,16 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     if (chunks == 1) {
       flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
+    } else if (G == 2 && chunks <= a.o_merge) {  // the O blocks merge (stage_merge_input): this chunk's record
+      void* rec = ws + lay.omerge + lay.omerge_layer * layer +
+                  static_cast<size_t>(c) * omerge_record_words(static_cast<int>(d.q_heads)) * 8;
+      const bool keys = lh > 0.f;  // (a chunk with no keys publishes zeros, and weighs nothing)
+      flag_store(rec, (g * O + o) / 2, pack_bf2(keys ? t0 / lh : 0.f, keys ? t1 / lh : 0.f), b.epoch);
+      if (od == 0) {
+        const int at = d.q_heads * kD / 2 + 2 * (g * G + oh);
+        flag_store_f32(rec, at, mh, b.epoch);
+        flag_store_f32(rec, at + 1, lh, b.epoch);
+      }
     } else if (G <= 2 && c == 0 && chunks <= kFlagMergeMax) {  // the spread merge (below): chunk 0's record stays in
                                                                // shared memory, where the queries were (the passes
                                                                // are done)
@@ -1378,7 +1461,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       if (od == 0) *reinterpret_cast<float2*>(part_ml + (c * G + oh) * 2) = make_float2(mh, lh);
     }
   }
-  if (chunks == 1) return true;
+  if (chunks == 1 || (G == 2 && chunks <= a.o_merge)) return true;
   if (chunks <= kFlagMergeMax) {
     if (c != 0) return true;
     // Heads of up to 16 chunks and G ≤ 2 (NOTES.md v18): the records of chunks 1, 2, … lie end to end, and thread t
@@ -1880,11 +1963,19 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       // code for every layer to fetch again; 5-15 µs per token faster at positions 1 and 128, a few at 512 and 1024,
       // about 5 slower at 4096 (NOTES.md v14, runs 63c, 63e, 63j).
       // (A loop over all four stages, with the attention inside it, runs out of registers and spills: v14, run 63b.)
+      // Heads of 2…o_merge chunks (query groups of 2) are merged by the O blocks as they gather their input, here,
+      // outside the loop below: inside it, the gather's batch of loads spilled (NOTES.md v19).
+      const bool o_merged = G == 2 && chunks > 1 && chunks <= a.o_merge && !skips_stage(kO, b.attn_skip);
+      if (o_merged && !stage_merge_input(a, b, static_cast<uint8_t*>(a.workspace) + lay.omerge +
+                                                   lay.omerge_layer * layer,
+                                         chunks, static_cast<int>(d.q_heads)))
+        return;
 #pragma unroll 1
       for (int h = 0; h < 2; h++) {
         const int stage = h == 0 ? kO : kDown, sev = ev + (h == 0 ? 8 : 14);
-        // (A block without O rows, an attention block on a short context, does not need the attention output.)
-        if (!skips_stage(stage, b.attn_skip) &&
+        // (A block without O rows, an attention block on a short context, does not need the attention output; nor
+        // does one that merged it above.)
+        if (!skips_stage(stage, b.attn_skip) && !(h == 0 && o_merged) &&
             !stage_copy_input(a, b, stage_output(a, lay, layer, h == 0 ? kAttention : kGateUp),
                               h == 0 ? d.q_heads * kD : d.ffn))
           return;
@@ -2007,6 +2098,15 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->qkv_quads = tile_units_for(d.hidden, 1, static_cast<int64_t>(slot)) >= 8 &&
                     (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
+  // The O blocks merge heads of up to kMegakernelOMergeMax chunks where the query group is 2 (Qwen3-0.6B, 1.7B; in a
+  // group of 1 the gather spilled, NOTES.md v19), the chunks' records
+  // fit one batch of loads per consumer thread, and x and the staged records fit the union (stage_merge_input).
+  plan->o_merge = 0;
+  for (int n = 2; n <= kMegakernelOMergeMax && d.q_heads == 2 * d.kv_heads; n++) {
+    const int64_t units = n * static_cast<int64_t>(omerge_record_words(static_cast<int>(d.q_heads))) / 2;
+    if (units <= kOMergeBatch * kConsumers && d.q_heads * kD * 2 + units * 8 <= static_cast<int64_t>(union_bytes(d)))
+      plan->o_merge = n;
+  }
   // Up to half the grid attends without QKV or O rows on models that take fixed shares (0.6B: up to 8 chunks per KV
   // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
   // on models that claim tiles, where the others' bandwidth is the limit.
@@ -2021,7 +2121,8 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   const bool short_ring = plan.short_until > 0 && args.slots == plan.short_slots &&
                           args.slot_bytes == static_cast<int64_t>(plan.short_slot_bytes);
   if ((!long_ring && !short_ring) || args.steps < 1 || args.steps > kMegakernelMaxSteps || args.inflight < 0 ||
-      args.lm_inflight < 0 || args.top_k < 0 || args.top_k > kMegakernelMaxTopK ||
+      args.lm_inflight < 0 || args.o_merge < 0 || args.o_merge > plan.o_merge || args.top_k < 0 ||
+      args.top_k > kMegakernelMaxTopK ||
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;

@@ -19,6 +19,8 @@ constexpr int64_t kMegakernelMaxGroup = 4;
 constexpr int kMegakernelMaxSteps = 64;
 /** The largest top-k the kernel samples with (Qwen3's recommended top-k is 20); larger ones, or none, are refused. */
 constexpr int kMegakernelMaxTopK = 64;
+/** Heads of up to this many attention chunks may be merged by the O blocks (MegakernelArgs::o_merge). */
+constexpr int kMegakernelOMergeMax = 3;
 
 /** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
 struct MegakernelLayer {
@@ -58,6 +60,7 @@ struct MegakernelPlan {
   size_t short_slot_bytes = 0;
   int short_until = 0;
   bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
+  int o_merge = 0;         // heads of up to this many chunks may be merged by the O blocks (MegakernelArgs::o_merge)
   bool qkv_quads = false;  // every ring's QKV tiles hold four pairs or more: the warps may take QKV rows four at a
                            // time (MegakernelArgs::qkv_quads)
   size_t workspace_bytes = 0;
@@ -95,6 +98,9 @@ struct MegakernelArgs {
                                      // NOTES.md v18)
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
                                      // (through v17; NOTES.md v18)
+  int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
+                                     // publish each chunk's normalised output, merged by every O block as it gathers
+                                     // its input (NOTES.md v19); 0: chunk 0's block merges them
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
