@@ -375,13 +375,13 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     pairs.dispose();
   });
 
-  it('heads of 2-3 chunks merged by the O blocks (the default) match the merge in chunk 0 (QK_MEGAKERNEL_O_MERGE=0)', () => {
+  it('heads of 2-3 chunks merged by the O blocks (QK_MEGAKERNEL_O_MERGE=3) match the merge in chunk 0 (the default)', () => {
     // 8 KV heads in groups of 2: positions 56-167 split each head into 2-3 chunks of one pass, whose normalised
     // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the
     // same bits; from 168 (4-6 chunks here) chunk 0's block merges in both, over caches that differ by the earlier
     // roundings.
-    const merged = build('megakernel', EIGHT_KV_HEADS, 17);
-    const chunk0 = withEnv('QK_MEGAKERNEL_O_MERGE', '0', () => build('megakernel', EIGHT_KV_HEADS, 17));
+    const merged = withEnv('QK_MEGAKERNEL_O_MERGE', '3', () => build('megakernel', EIGHT_KV_HEADS, 17));
+    const chunk0 = build('megakernel', EIGHT_KV_HEADS, 17);
     const layered = build('layered', EIGHT_KV_HEADS, 17);
     const ids = randomIds(320, EIGHT_KV_HEADS.vocabSize, 34);
     const got = trace(merged, ids, 1);

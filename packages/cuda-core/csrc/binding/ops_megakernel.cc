@@ -173,11 +173,10 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // time; QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start, as v17 did.
     r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
     r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
-    // Heads of 2…N attention chunks merged by the O blocks as they gather their input, where the plan offers it (query
-    // groups of 2: N = 3); QK_MEGAKERNEL_O_MERGE=N sets a lower N, 0 leaves every merge to chunk 0's block (a knob,
-    // NOTES.md v19).
-    r.o_merge = static_cast<int>(
-        std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", inst.plan.o_merge), inst.plan.o_merge));
+    // Every merge of a head's chunks by chunk 0's block; QK_MEGAKERNEL_O_MERGE=N (a knob, up to the plan's 3 in query
+    // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
+    // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
+    r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);

@@ -100,7 +100,7 @@ struct MegakernelArgs {
                                      // (through v17; NOTES.md v18)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
-                                     // its input (NOTES.md v19); 0: chunk 0's block merges them
+                                     // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
