@@ -108,18 +108,30 @@ function build(
 }
 
 /**
+ * Checks two logit traces against each other from step `from` on: every value of `got` finite, each step within
+ * `relL2`, and the same argmax at `agreement` of the steps or more.
+ */
+function expectClose(
+  got: Float32Array[],
+  want: Float32Array[],
+  { from, relL2, agreement }: { from: number; relL2: number; agreement: number },
+) {
+  expect(got.length).toBe(want.length);
+  let agree = 0;
+  for (let s = from; s < want.length; s++) {
+    expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
+    expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(relL2);
+    if (argmax(got[s]!) === argmax(want[s]!)) agree++;
+  }
+  expect(agree / (want.length - from)).toBeGreaterThanOrEqual(agreement);
+}
+
+/**
  * Checks the megakernel's logits (`got`) against the layered engine's (`want`) over a trace's decode steps: every
  * value finite, each step within 2e-2 relative L2, and the same argmax at 90% of steps or more.
  */
 function expectMatchesLayered(got: Float32Array[], want: Float32Array[]) {
-  expect(got.length).toBe(want.length);
-  let agree = 0;
-  for (let s = 1; s < want.length; s++) {
-    expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-    expect(closenessOf(got[s]!, want[s]!).relL2, `step ${s}`).toBeLessThan(2e-2);
-    if (argmax(got[s]!) === argmax(want[s]!)) agree++;
-  }
-  expect(agree / (want.length - 1)).toBeGreaterThanOrEqual(0.9);
+  expectClose(got, want, { from: 1, relL2: 2e-2, agreement: 0.9 });
 }
 
 /** `make()` with the environment variable `name` set to `value` (unset: undefined), restored afterwards. */
@@ -387,13 +399,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const got = trace(merged, ids, 1);
     const old = trace(chunk0, ids, 1);
     expectSameBits(got.slice(0, 56), old.slice(0, 56));
-    let agree = 0;
-    for (let s = 56; s < got.length; s++) {
-      expect(got[s]!.every(Number.isFinite), `step ${s} finite`).toBe(true);
-      expect(closenessOf(got[s]!, old[s]!).relL2, `step ${s}`).toBeLessThan(1e-2);
-      if (argmax(got[s]!) === argmax(old[s]!)) agree++;
-    }
-    expect(agree / (got.length - 56)).toBeGreaterThanOrEqual(0.95);
+    expectClose(got, old, { from: 56, relL2: 1e-2, agreement: 0.95 });
     expectMatchesLayered(got, trace(layered, ids, 1));
     merged.dispose();
     chunk0.dispose();
