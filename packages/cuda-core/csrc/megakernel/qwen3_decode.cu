@@ -28,7 +28,8 @@
 //      where its chunk holds the new position, k and v), QK-norms and RoPEs them, appends the new key and value to
 //      the cache, and attends. Chunks of one head are merged in fixed chunk order (the same bits every run): up to
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
-//      finishes last (after a fence and an arrival counter per layer and KV head).
+//      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
+//      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
