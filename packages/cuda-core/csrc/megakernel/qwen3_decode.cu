@@ -640,7 +640,7 @@ __device__ __forceinline__ bool flag_wait_mask(const MegakernelArgs& a, const Bl
   }
 }
 
-/** flag_wait_mask over the batch's first `count` loads. */
+/** flag_wait_mask over the batch's first `count` loads (count ≥ 0; those past kBatch are not loaded). */
 template <int kBatch, typename Addr>
 __device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
                                                 Addr addr) {
