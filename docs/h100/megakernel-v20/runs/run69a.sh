@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run 69a (v20 candidate: the GEMV dots on the tensor cores, mma_pair): GPU tests; ids (10 greedy repeats,
-# sampled, 400 tokens); A/B against v19 (4625c9c's addon, carried as .device/v19.node.xz), 3 rounds alternating, 0.6B
+# sampled, 400 tokens); A/B against v19 (v19's addon, built from 1581699, carried as .device/v19.node.xz), 3 rounds alternating, 0.6B
 # at positions 1/128/512/1024; 8B at 1/1024, one round; 32-token windows at 1 and 2 chunks per head.
 # (Shared steps in lib.sh; as run, they were written out in each script.)
 . "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run 69d (v20 candidate: a larger bound on weight copies in flight while the consumers are in a layer's GEMV
-# stage, QK_MEGAKERNEL_GEMV_INFLIGHT): ids with the knob on; A/B against v19 (4625c9c's addon) and the knob at
+# stage, QK_MEGAKERNEL_GEMV_INFLIGHT): ids with the knob on; A/B against v19 (v19's addon, built from 1581699) and the knob at
 # 0 / 2 / 3 / 4, 3 rounds alternating, 0.6B at positions 1/128/512/1024; 32-token windows; 8B at 1/1024 with 0 and 2.
 # (Shared steps in lib.sh; as run, they were written out in each script.)
 . "$(dirname "$0")/lib.sh"
