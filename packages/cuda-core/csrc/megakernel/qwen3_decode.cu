@@ -264,9 +264,12 @@ __device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsig
       : "memory");
 }
 
-__device__ __forceinline__ unsigned ld_volatile(const unsigned* p) {
+// The kernel's own sync and flagged words are loaded and stored relaxed at GPU scope: every block that reads or writes
+// them runs on this GPU. (Through v19 they were ld/st.volatile, relaxed at system scope; GPU scope measured 4-6 µs per
+// token faster at positions 1-128, the same bits: NOTES.md v20, run 69f.) The host-mapped words stay at system scope.
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
   unsigned v;
-  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -365,7 +368,7 @@ __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
  */
 __device__ __forceinline__ void flag_store(void* buf, int64_t pair, unsigned packed, unsigned epoch) {
   const unsigned long long word = (static_cast<unsigned long long>(epoch) << 32) | packed;
-  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + pair), "l"(word)
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(static_cast<unsigned long long*>(buf) + pair), "l"(word)
                : "memory");
 }
 
@@ -380,7 +383,7 @@ __device__ __forceinline__ void flag_store_f32(void* buf, int64_t i, float v, un
  */
 __device__ __forceinline__ uint4 flag_load(const void* p) {
   unsigned long long lo, hi;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(p) : "memory");
   return make_uint4(static_cast<unsigned>(lo), static_cast<unsigned>(lo >> 32), static_cast<unsigned>(hi),
                     static_cast<unsigned>(hi >> 32));
 }
@@ -541,7 +544,7 @@ __device__ __forceinline__ bool spin_must_stop(unsigned i, unsigned mask, uint64
                                                int32_t* result, uint64_t* host, unsigned launch_epoch,
                                                uint64_t timeout_ns) {
   if ((i & mask) != 0) return false;
-  if (ld_volatile(sync + kAbortWord) != 0) return true;
+  if (ld_relaxed_gpu(sync + kAbortWord) != 0) return true;
   if (now_ns() - start <= timeout_ns) return false;
   fail(sync, result, host, launch_epoch, MegakernelError::Timeout);
   return true;
@@ -594,7 +597,7 @@ __device__ __noinline__ int token_wait(unsigned* sync, int32_t* result, uint64_t
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     unsigned long long w;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(p) : "memory");
     if (static_cast<unsigned>(w >> 32) == epoch) return static_cast<int>(static_cast<unsigned>(w));
     if (spin_must_stop(i, 31, start, sync, result, host, launch_epoch, timeout_ns)) return -1;
   }
