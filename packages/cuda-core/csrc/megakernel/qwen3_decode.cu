@@ -265,7 +265,7 @@ __device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsig
 }
 
 // The kernel's own sync and flagged words are loaded and stored relaxed at GPU scope: every block that reads or writes
-// them runs on this GPU. (Through v19 they were ld/st.volatile, relaxed at system scope; GPU scope measured 4-6 µs per
+// them runs on this GPU. (Through v19 they were ld/st.volatile, relaxed at system scope; GPU scope measured 4-5 µs per
 // token faster at positions 1-128, the same bits: NOTES.md v20, run 69f.) The host-mapped words stay at system scope.
 __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
   unsigned v;
