@@ -59,3 +59,14 @@ knob_run() {
   done
   for i in 1 2; do for s in $win; do ab w-$p$s 8,64,120 32 $B $k=$s; done; done
 }
+# The 0.6B sweep (layered and megakernel, HF static + CUDA graph, positions 1-4096, 256 tokens) and the 8B sweep
+# (megakernel, HF static + CUDA graph, positions 1-2048, 128 tokens), each on a `qk model init` checkpoint.
+sweeps() {
+  timeout 200 $N $B model init --preset 0.6b --out /tmp/ref06 --force > $R/init06.txt 2>&1; echo "init 0.6b rc=$? $(elapsed)"
+  timeout 300 $N $B bench decode --model /tmp/ref06 --engines layered,megakernel --hf-peers graph --positions 1,128,512,1024,4096 --tokens 256 --runs 3 --markdown $R/decode06.md --report $R/report06 > $R/decode06.log 2>&1; echo "sweep 0.6b rc=$? $(elapsed)"
+  grep -E "^\| (layered|megakernel)|^Copy ceiling" $R/decode06.md | head -14
+  rm -rf /tmp/ref06
+  timeout 200 $N $B model init --preset 8b --out /tmp/ref8 --force > $R/init8.txt 2>&1; echo "init 8b rc=$? $(elapsed)"
+  timeout 300 $N $B bench decode --model /tmp/ref8 --engines megakernel --no-layered --hf-peers graph --positions 1,128,1024,2048 --tokens 128 --runs 3 --markdown $R/decode8b.md --report $R/report8 > $R/decode8b.log 2>&1; echo "8b rc=$? $(elapsed)"
+  grep -E "^\| megakernel|^Copy ceiling" $R/decode8b.md | head -6
+}
