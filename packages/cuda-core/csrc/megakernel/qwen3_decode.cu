@@ -618,9 +618,10 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
  * abort.
  */
 template <int kBatch, typename Addr>
-__device__ __forceinline__ bool flag_wait_mask(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch],
-                                               unsigned active, Addr addr) {
+__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
+                                                Addr addr) {
   static_assert(kBatch <= 32, "the pending set is a 32-bit mask");
+  const unsigned active = count >= 32 ? ~0u : (1u << count) - 1u;  // (count ≥ 0; loads past kBatch are not issued)
 #pragma unroll
   for (int j = 0; j < kBatch; j++)
     if ((active >> j) & 1u) v[j] = flag_load(addr(j));
@@ -641,13 +642,6 @@ __device__ __forceinline__ bool flag_wait_mask(const MegakernelArgs& a, const Bl
     if (pending == 0) return true;
     if (spin_must_stop(spin, 31, start, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns)) return false;
   }
-}
-
-/** flag_wait_mask over the batch's first `count` loads (count ≥ 0; those past kBatch are not loaded). */
-template <int kBatch, typename Addr>
-__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
-                                                Addr addr) {
-  return flag_wait_mask<kBatch>(a, b, v, count >= 32 ? ~0u : (1u << count) - 1u, addr);
 }
 
 /**
