@@ -1,6 +1,6 @@
 # Shared steps of the v20 device runs (sourced by run69*.sh, which run from the repository root with .device carried).
 # run_setup NAME [baseline]: unpacks node and the candidate bundle (B); with `baseline`, also a copy of the bundle with
-# v19's addon (O). Results go to /tmp/NAME (R), which is packed into $OUT/NAME.tgz on exit.
+# v19's addon (O; BASE_NODE names another). Results go to /tmp/NAME (R), which is packed into $OUT/NAME.tgz on exit.
 set -u
 START=$(date +%s)
 run_setup() {
@@ -8,7 +8,7 @@ run_setup() {
   xz -dc .device/node.xz > /tmp/node && chmod +x /tmp/node
   rm -rf /tmp/b /tmp/o && mkdir -p /tmp/b && tar -xJf .device/bundle.tar.xz -C /tmp/b
   if [ "$base" = baseline ]; then
-    mkdir -p /tmp/o && cp -r /tmp/b/bundle /tmp/o/bundle && xz -dc .device/v19.node.xz > /tmp/o/bundle/qk_cuda.node
+    mkdir -p /tmp/o && cp -r /tmp/b/bundle /tmp/o/bundle && xz -dc "${BASE_NODE:-.device/v19.node.xz}" > /tmp/o/bundle/qk_cuda.node
   fi
   N=/tmp/node; B=/tmp/b/bundle/qk.mjs; O=/tmp/o/bundle/qk.mjs; R=/tmp/$name; rm -rf "$R"; mkdir -p "$R"
   trap "tar -czf \$OUT/$name.tgz -C /tmp $name" EXIT
