@@ -69,11 +69,6 @@ export type MegakernelPlan =
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;
-      /**
-       * Attention chunks per KV head up to which `QK_MEGAKERNEL_O_SPLIT` may split the O projection by KV head (0: this
-       * model cannot; query groups of 2 on models that take fixed shares).
-       */
-      oSplit: number;
     }
   | { supported: false; reason: string };
 

@@ -30,7 +30,6 @@ struct Instance {
   MegakernelArgs args;
   MegakernelPlan plan;
   uint64_t* host = nullptr;         // pinned, mapped: what the kernel publishes while it runs (args.host maps it)
-  void* o_heads = nullptr;          // QK_MEGAKERNEL_O_SPLIT: O's columns by KV head (args.o_heads), owned here
   cudaEvent_t started = nullptr;    // recorded before the last launch: the kernel cannot have begun before it
   cudaEvent_t finished = nullptr;   // recorded after the last launch
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
@@ -43,10 +42,8 @@ void release(Instance& inst) {
   if (inst.started != nullptr) cudaEventDestroy(inst.started);
   if (inst.finished != nullptr) cudaEventDestroy(inst.finished);
   if (inst.host != nullptr) cudaFreeHost(inst.host);
-  if (inst.o_heads != nullptr) cudaFree(inst.o_heads);
   inst.started = inst.finished = nullptr;
   inst.host = nullptr;
-  inst.o_heads = nullptr;
 }
 
 /** Clears the workspace and the host words once the stream is idle, and restarts the epochs. */
@@ -100,7 +97,7 @@ bool plan_for(const Args& a, const MegakernelDims& d, MegakernelPlan* plan, std:
 }
 
 // megakernelPlan(hidden, qHeads, kvHeads, ffn, layers, vocab) →
-//   { supported: true, grid, threads, sharedBytes, workspaceBytes, maxChunks, oSplit, … } | { supported: false, reason }
+//   { supported: true, grid, threads, sharedBytes, workspaceBytes, maxChunks } | { supported: false, reason }
 Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelPlan", [](const Args& a) -> Napi::Value {
     a.expect_count(6);
@@ -126,7 +123,6 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("qkvQuads", plan.qkv_quads);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
-    o.Set("oSplit", plan.o_split);
     return o;
   });
 }
@@ -177,10 +173,10 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // time; QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start, as v17 did.
     r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
     r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
-    // QK_MEGAKERNEL_O_SPLIT=N (a knob, query groups of 2, up to the plan's chunk count): steps of up to N attention
-    // chunks per KV head split the O projection by KV head (MegakernelArgs::o_split, NOTES.md v21). It takes a copy of
-    // O's columns by KV head, made below, and reads it from then on: O's weights must not change while this lives.
-    r.o_split = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_SPLIT", 0), inst.plan.o_split));
+    // Every merge of a head's chunks by chunk 0's block; QK_MEGAKERNEL_O_MERGE=N (a knob, up to the plan's 3 in query
+    // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
+    // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
+    r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);
@@ -241,20 +237,6 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // The workspace's sync words start at zero (the caller zeroes the tensor; do it here too, on the stream).
     QK_CUDA_TRY("megakernelCreate", cudaMemsetAsync(r.workspace, 0, inst.plan.workspace_bytes, stream()));
     try {
-      if (r.o_split > 0) {
-        // O's columns by KV head: head g's [hidden][G·128] block of layer l at (l · kvHeads + g) · hidden · G·128.
-        const int64_t width = qd / d.kv_heads, per_layer = h * qd;
-        QK_CUDA_TRY("megakernelCreate", cudaMalloc(&inst.o_heads, static_cast<size_t>(d.layers * per_layer) * 2));
-        for (int64_t l = 0; l < d.layers; l++) {
-          for (int64_t g = 0; g < d.kv_heads; g++) {
-            uint8_t* dst = static_cast<uint8_t*>(inst.o_heads) + (l * per_layer + g * h * width) * 2;
-            const uint8_t* src = static_cast<const uint8_t*>(r.layers[l].o) + g * width * 2;
-            QK_CUDA_TRY("megakernelCreate", cudaMemcpy2DAsync(dst, width * 2, src, qd * 2, width * 2, h,
-                                                              cudaMemcpyDeviceToDevice, stream()));
-          }
-        }
-        r.o_heads = inst.o_heads;
-      }
       QK_CUDA_TRY("megakernelCreate", cudaHostAlloc(reinterpret_cast<void**>(&inst.host), kHostWords * sizeof(uint64_t),
                                                     cudaHostAllocMapped | cudaHostAllocPortable));
       std::memset(inst.host, 0, kHostWords * sizeof(uint64_t));

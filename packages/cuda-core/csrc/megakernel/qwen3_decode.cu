@@ -28,9 +28,8 @@
 //      where its chunk holds the new position, k and v), QK-norms and RoPEs them, appends the new key and value to
 //      the cache, and attends. Chunks of one head are merged in fixed chunk order (the same bits every run): up to
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
-//      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_split,
-//      splits the O projection by KV head instead: every chunk publishes its record, and the O blocks of each head
-//      merge its chunks as they gather their input, NOTES.md v21.)
+//      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
+//      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -94,7 +93,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // placement padding at the end of the attention.
 constexpr uint32_t kPlacementPad = 0x7fffffffu;
 static_assert((kPlacementPad & kMegakernelDebugBits) != kPlacementPad, "the padding's condition never holds");
-constexpr int kSplitBatch = 4;  // loads per thread and round of stage_split_input
+constexpr int kOMergeBatch = 8;  // loads per thread of stage_merge_input: 3 chunks' records of 16 q heads (1,584 units)
 constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower, NOTES.md v11)
 
 // Sync words at the start of the workspace (u32).
@@ -125,7 +124,7 @@ struct Layout {
   size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
   size_t part_acc_layer, part_ml_layer;
   size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeMax][part_record_words()]
-  size_t ored, ored_set;  // the split O projection's reduction words (u64): [2 sets][layer][hidden], set = epoch & 1
+  size_t omerge, omerge_layer;      // per layer too: [layer][chunk < kMegakernelOMergeMax][omerge_record_words()]
   size_t arg;
   size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
                           // whether it saw a NaN or +inf logit [grid] (u32)
@@ -139,6 +138,13 @@ __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a -
  * unnormalised outputs, then each head's running max and sum.
  */
 __host__ __device__ inline int part_record_words(int group) { return group * (kD + 2); }
+
+/**
+ * Words of one chunk's record for the O blocks' merge (MegakernelArgs::o_merge; 8 bytes each): every q head's
+ * normalised output as flagged bf16 pairs (the attention output's layout), then each head's (max, sum) as flagged fp32
+ * words.
+ */
+__host__ __device__ inline int omerge_record_words(int q_heads) { return q_heads * kD / 2 + 2 * q_heads; }
 
 __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
@@ -167,9 +173,9 @@ __host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int 
   l.part_rec_layer = align_up(d.kv_heads * rec_chunks * part_record_words(static_cast<int>(group)) * 8, 256);
   l.part_rec = at;
   at += l.part_rec_layer * d.layers;
-  l.ored_set = align_up(static_cast<size_t>(d.layers * d.hidden) * 8, 256);
-  l.ored = at;
-  at += 2 * l.ored_set;
+  l.omerge_layer = align_up(static_cast<size_t>(kMegakernelOMergeMax) * omerge_record_words(d.q_heads) * 8, 256);
+  l.omerge = at;
+  at += l.omerge_layer * d.layers;
   l.arg = at;
   at = align_up(at + static_cast<size_t>(grid) * 8, 256);
   l.cand = at;
@@ -385,42 +391,6 @@ __device__ __forceinline__ uint4 flag_load(const void* p) {
 __device__ __forceinline__ bool flag_ready(const uint4& v, unsigned epoch) { return v.y == epoch && v.w == epoch; }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Reduction words (the split O projection, MegakernelArgs::o_split): a sum of one term per KV head, added into a
-// zeroed u64 in any order with the same result, since integer addition is exact and associative. Bits 60-63 count the
-// terms added, bits 56-59 the terms that were not finite or too large, bits 0-55 the sum of (term · 2^28 rounded to an
-// integer, plus 2^51). A term below 2^23 in magnitude gives less than 2^52, so 15 of them stay below 2^56; a term
-// is kept to 2^-28, finer than fp32 keeps any value from 2^-4 on.
-
-constexpr float kRedScale = 268435456.f;  // 2^28
-constexpr unsigned long long kRedBias = 1ull << 51;
-constexpr unsigned long long kRedMask = (1ull << 56) - 1;
-
-/** What one term adds to its reduction word. */
-__device__ __forceinline__ unsigned long long red_term(float v) {
-  const float s = v * kRedScale;
-  const bool fits = fabsf(s) < 2251799813685248.f;  // 2^51 (false for NaN and ±inf)
-  return (1ull << 60) + (fits ? kRedBias + static_cast<unsigned long long>(__float2ll_rn(s)) : (1ull << 56) + kRedBias);
-}
-
-/** Adds a term into a reduction word (L2 does the addition; nothing waits for it here). */
-__device__ __forceinline__ void red_add(unsigned long long* w, float v) {
-  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(w), "l"(red_term(v)) : "memory");
-}
-
-/** Whether both words of a 16-byte load (x|y, z|w) hold `terms` terms. */
-__device__ __forceinline__ bool red_ready(const uint4& v, unsigned terms) {
-  return (v.y >> 28) == terms && (v.w >> 28) == terms;
-}
-
-/** The sum a complete reduction word of `terms` terms holds (NaN when a term was not finite or too large). */
-__device__ __forceinline__ float red_value(unsigned lo, unsigned hi, unsigned terms) {
-  const unsigned long long w = (static_cast<unsigned long long>(hi) << 32) | lo;
-  if (((w >> 56) & 15) != 0) return __int_as_float(0x7fffffff);
-  const long long q = static_cast<long long>(w & kRedMask) - static_cast<long long>(terms * kRedBias);
-  return __ll2float_rn(q) * (1.f / kRedScale);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // The block's share of a stage: units [u0, u1) of `units`, cut into tiles that fit one slot. Shares and tiles are
 // whole pairs of units, so that each output pair has one writer.
 
@@ -480,28 +450,6 @@ __device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) 
   return items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must take rows)
 }
 
-/**
- * Whether a step at `pos` splits the O projection by KV head (MegakernelArgs::o_split): its heads have at most o_split
- * chunks, and every KV head gets at least one of the blocks that take O rows.
- */
-__device__ __forceinline__ bool o_split_step(const MegakernelArgs& a, int pos, int attn_skip) {
-  return attention_chunks(a, pos) <= a.o_split && static_cast<int>(gridDim.x) - attn_skip >= a.dims.kv_heads;
-}
-
-/**
- * The block's units of the split O projection (units g · hidden + r: row r of KV head g's columns): the blocks not
- * `skip`ped are dealt to the KV heads in contiguous groups (head g: blocks [g·n/KV, (g + 1)·n/KV) of the n), and each
- * group shares its head's rows by pairs as stage_range does. `g` is the block's head.
- */
-__device__ __forceinline__ void split_range(const MegakernelDims& d, int skip, int64_t& u0, int64_t& u1, int& g) {
-  const unsigned kv = static_cast<unsigned>(d.kv_heads), at = blockIdx.x - skip, n = gridDim.x - skip;
-  g = static_cast<int>(((at + 1) * kv - 1) / n);
-  const unsigned first = static_cast<unsigned>(g) * n / kv, blocks = (static_cast<unsigned>(g) + 1) * n / kv - first;
-  const unsigned pairs = static_cast<unsigned>(d.hidden) / 2, j = at - first;
-  u0 = static_cast<int64_t>(g) * d.hidden + pairs * j / blocks * 2;
-  u1 = static_cast<int64_t>(g) * d.hidden + pairs * (j + 1) / blocks * 2;
-}
-
 /** The rows a stage skips on the attention blocks (QKV and O only). */
 __device__ __forceinline__ int stage_skip(int stage, int attn_skip) {
   return stage == kQkv || stage == kO ? attn_skip : 0;
@@ -512,17 +460,13 @@ __device__ __forceinline__ bool skips_stage(int stage, int attn_skip) {
   return static_cast<int>(blockIdx.x) < stage_skip(stage, attn_skip);
 }
 
-/** A stage's weights and sizes (`osplit`: the O projection split by KV head, o_split_step()). */
-__device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage, bool osplit = false) {
+__device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage) {
   const MegakernelDims& d = a.dims;
   const MegakernelLayer& L = a.layers[layer < 0 ? 0 : layer];
   switch (stage) {
     case kQkv:
       return {static_cast<const bf16*>(L.qkv), (d.q_heads + 2 * d.kv_heads) * kD, d.hidden, 0, 1};
     case kO:
-      if (osplit)
-        return {static_cast<const bf16*>(a.o_heads) + layer * d.hidden * d.q_heads * kD, d.kv_heads * d.hidden,
-                d.q_heads / d.kv_heads * kD, 0, 1};
       return {static_cast<const bf16*>(L.o), d.hidden, d.q_heads * kD, 0, 1};
     case kGateUp:
       return {static_cast<const bf16*>(L.gate_up), d.ffn, d.hidden, d.ffn, 2};
@@ -553,7 +497,6 @@ struct Block {
   unsigned launch_epoch;  // the epoch of the launch's first step: tags its host error word
   unsigned epoch;         // the epoch of this step: tags the flagged words it writes and waits for
   int attn_skip;          // attention_skip() of this step
-  int osplit;             // o_split_step() of this step
 };
 
 /**
@@ -671,12 +614,12 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
  * Loads the flagged word pairs at addr(j), j < count ≤ kBatch, into `v`: every load issued together, then, while any
  * is not ready, every pending one issued again together, so the batch costs one L2 round trip after its last word
  * lands. (Spinning on one word at a time, as v5–v10 did, costs a round trip for each word still pending behind it:
- * 4.4 against 2.3 µs for a 3,072-value gather on 132 blocks under a weight stream, NOTES.md v11.) `ready(v)`: whether
- * a load found what it waits for (flag_wait_batch: this step's epoch in both words). False on timeout or abort.
+ * 4.4 against 2.3 µs for a 3,072-value gather on 132 blocks under a weight stream, NOTES.md v11.) False on timeout or
+ * abort.
  */
-template <int kBatch, typename Addr, typename Ready>
-__device__ __forceinline__ bool wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
-                                           Addr addr, Ready ready) {
+template <int kBatch, typename Addr>
+__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
+                                                Addr addr) {
   static_assert(kBatch <= 32, "the pending set is a 32-bit mask");
   const unsigned active = count >= 32 ? ~0u : (1u << count) - 1u;  // (count ≥ 0; loads past kBatch are not issued)
 #pragma unroll
@@ -686,7 +629,7 @@ __device__ __forceinline__ bool wait_batch(const MegakernelArgs& a, const Block&
   unsigned pending = 0;
 #pragma unroll
   for (int j = 0; j < kBatch; j++)
-    if (((active >> j) & 1u) && !ready(v[j])) pending |= 1u << j;
+    if (((active >> j) & 1u) && !flag_ready(v[j], b.epoch)) pending |= 1u << j;
   if (pending == 0) return true;
   const uint64_t start = now_ns();
   for (unsigned spin = 1;; spin++) {
@@ -695,18 +638,10 @@ __device__ __forceinline__ bool wait_batch(const MegakernelArgs& a, const Block&
       if ((pending >> j) & 1u) v[j] = flag_load(addr(j));
 #pragma unroll
     for (int j = 0; j < kBatch; j++)
-      if (((pending >> j) & 1u) && ready(v[j])) pending &= ~(1u << j);
+      if (((pending >> j) & 1u) && flag_ready(v[j], b.epoch)) pending &= ~(1u << j);
     if (pending == 0) return true;
     if (spin_must_stop(spin, 31, start, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns)) return false;
   }
-}
-
-/** wait_batch for flagged words of this step. */
-template <int kBatch, typename Addr>
-__device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
-                                                Addr addr) {
-  const unsigned epoch = b.epoch;
-  return wait_batch<kBatch>(a, b, v, count, addr, [epoch](const uint4& w) { return flag_ready(w, epoch); });
 }
 
 /**
@@ -727,37 +662,6 @@ __device__ __forceinline__ bool flag_gather(const MegakernelArgs& a, const Block
 #pragma unroll
     for (int j = 0; j < kBatch; j++)
       if (j < count) *reinterpret_cast<uint2*>(dst + at(j) * 4) = make_uint2(v[j].x, v[j].z);
-  }
-  return true;
-}
-
-/**
- * Adds the split O projection's sums (the reduction words `red`, n values) to the residual in `res`, as the O epilogue
- * does: res = bf16(res + bf16(sum)), waiting for every word to hold its kv_heads terms, in batches of kBatch loads per
- * thread. This thread's verdict; the caller combines them with block_ok.
- */
-template <int kBatch>
-__device__ __forceinline__ bool red_gather(const MegakernelArgs& a, const Block& b, const unsigned long long* red,
-                                           int64_t n) {
-  const uint4* s = reinterpret_cast<const uint4*>(red);
-  const unsigned terms = static_cast<unsigned>(a.dims.kv_heads);
-  const int64_t loads = n / 2;
-  for (int64_t base = threadIdx.x; base < loads; base += static_cast<int64_t>(kConsumers) * kBatch) {
-    auto at = [&](int j) { return base + static_cast<int64_t>(j) * kConsumers; };
-    int count = 0;
-    while (count < kBatch && at(count) < loads) count++;
-    uint4 v[kBatch];
-    if (!wait_batch<kBatch>(a, b, v, count, [&](int j) { return s + at(j); },
-                            [terms](const uint4& w) { return red_ready(w, terms); }))
-      return false;
-#pragma unroll
-    for (int j = 0; j < kBatch; j++) {
-      if (j < count) {
-        unsigned* r = reinterpret_cast<unsigned*>(b.res + at(j) * 2);
-        const float o0 = round_bf(red_value(v[j].x, v[j].y, terms)), o1 = round_bf(red_value(v[j].z, v[j].w, terms));
-        *r = pack_bf2(o0 + bf2_lo(*r), o1 + bf2_hi(*r));
-      }
-    }
   }
   return true;
 }
@@ -796,12 +700,10 @@ __device__ __forceinline__ void consumer_reduce(const Block& b, float (&v)[kMaxG
 /**
  * The stage input x = bf16(rmsnorm(residual) · weight), every block computing it for itself. The residual is the
  * flagged buffer `src` (or, for layer 0, the embedding row); its raw values stay in `res` for the epilogue that adds
- * the residual. With reduction words `red` (the split O projection), the residual is instead `res` (which `src`, when
- * `need_res`, fills first) plus the sums of `red`. False when the launch aborts.
+ * the residual. False when the launch aborts.
  */
 __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const Block& b, const void* src,
-                                                 const bf16* weight, int64_t n, float eps,
-                                                 const unsigned long long* red = nullptr, bool need_res = false) {
+                                                 const bf16* weight, int64_t n, float eps) {
   consumer_sync();  // the previous stage's readers of x and res are done
   // The norm weights do not depend on the step: their loads overlap the wait for the residual (hidden sizes up to
   // 2 · 8 · 256 = 4096 are held in registers).
@@ -814,17 +716,11 @@ __device__ __forceinline__ bool stage_norm_input(const MegakernelArgs& a, const 
   }
   bool ok = true;
   if ((a.debug & 8) != 0) {
-  } else if (red == nullptr || need_res) {
-    if (src != nullptr) {
-      ok = flag_gather<kGatherBatch>(a, b, src, n, b.res);
-    } else {
-      for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8)
-        *reinterpret_cast<uint4*>(b.res + i) = *reinterpret_cast<const uint4*>(b.embed_row + i);
-    }
-  }
-  if (red != nullptr && (a.debug & 8) == 0) {
-    if (need_res && !block_ok(b, ok)) return false;  // (the sums go onto `res` by another split of its values)
-    ok = red_gather<kGatherBatch>(a, b, red, n);
+  } else if (src != nullptr) {
+    ok = flag_gather<kGatherBatch>(a, b, src, n, b.res);
+  } else {
+    for (int64_t i = static_cast<int64_t>(threadIdx.x) * 8; i < n; i += kConsumers * 8)
+      *reinterpret_cast<uint4*>(b.res + i) = *reinterpret_cast<const uint4*>(b.embed_row + i);
   }
   if (!block_ok(b, ok)) return false;
   float ss = 0.f;
@@ -863,69 +759,56 @@ __device__ __forceinline__ bool stage_copy_input(const MegakernelArgs& a, const 
   return block_ok(b, (a.debug & 8) != 0 || flag_gather<kGatherBatch>(a, b, src, n, b.x));
 }
 
-/** Where a stage's outputs go: the flagged buffer of the layer (nullptr for the LM head). */
-__device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Layout& lay, int layer, int stage) {
-  if (layer < 0) return nullptr;
-  uint8_t* base = static_cast<uint8_t*>(a.workspace) + lay.layers_at + lay.ll.bytes * static_cast<size_t>(layer);
-  switch (stage) {
-    case kQkv: return base + lay.ll.qkv;
-    case kAttention: return base + lay.ll.attn;
-    case kO: return base + lay.ll.mid;
-    case kGateUp: return base + lay.ll.act;
-    default: return base + lay.ll.out;
-  }
-}
-
-/** The split O projection's reduction words of `layer` in the set of `epoch` ([hidden] u64). */
-__device__ __forceinline__ unsigned long long* red_words(const MegakernelArgs& a, const Layout& lay, unsigned epoch,
-                                                         int layer) {
-  return reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(a.workspace) + lay.ored +
-                                               (epoch & 1u) * lay.ored_set) +
-         static_cast<int64_t>(layer) * a.dims.hidden;
-}
-
 /**
- * Output pair (o, o + 1) of a head's chunks merged in chunk order, from their records staged in shared memory:
- * [chunk][R] floats (part_record_words: the G·128 unnormalised outputs, then each head's max and sum).
+ * The O stage's input where the attention left a head's 2…o_merge chunks unmerged (MegakernelArgs::o_merge, query
+ * groups of 2): x = every q head's output, merged here from the chunks' records `rec` (the layer's; chunk c's at
+ * c · omerge_record_words), so that the merge costs no hop of its own, only a larger gather. The records' 16-byte
+ * units lie end to end, and thread t loads units t, t + 224, … in one batch of at most kOMergeBatch (as the
+ * attention's spread merge does), their values going to shared memory after x. After a barrier each 4-value unit of
+ * x is merged in chunk order: w_c = sum_c · 2^(max_c − max), x = bf16(Σ_c w_c · out_c / Σ_c w_c). False when the
+ * launch aborts.
  */
-__device__ __forceinline__ unsigned merge_staged_pair(const float* sm, int R, int O, int o, int chunks) {
-  const float* mh = sm + O + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[q·R], mh[q·R + 1]
-  float mx = -INFINITY;
-  for (int q = 0; q < chunks; q++) mx = fmaxf(mx, mh[q * R]);
-  float n0 = 0.f, n1 = 0.f, den = 0.f;
-  for (int q = 0; q < chunks; q++) {
-    const float w = exp2f(mh[q * R] - mx);
-    n0 = fmaf(w, sm[q * R + o], n0);
-    n1 = fmaf(w, sm[q * R + o + 1], n1);
-    den = fmaf(w, mh[q * R + 1], den);
-  }
-  return pack_bf2(n0 / den, n1 / den);
-}
-
-/**
- * The split O projection's input (o_split_step()): x = KV head g's attention output, the G·128 values its O rows read.
- * With one chunk, the head's slice of the attention output. With more, every chunk's flagged record (a head's records
- * lie end to end), staged in shared memory after x and merged there as chunk 0's block merges them otherwise: the same
- * bits. False when the launch aborts.
- */
-__device__ __forceinline__ bool stage_split_input(const MegakernelArgs& a, const Block& b, const Layout& lay,
-                                                  int layer, int g, int chunks) {
+__device__ __forceinline__ bool stage_merge_input(const MegakernelArgs& a, const Block& b, const void* rec, int n,
+                                                  int heads) {
   consumer_sync();  // the previous stage's readers of x are done
-  const MegakernelDims& d = a.dims;
-  const int group = static_cast<int>(d.q_heads / d.kv_heads), O = group * kD, R = part_record_words(group);
-  if ((a.debug & 8) != 0) return true;
-  if (chunks == 1) {
-    const uint8_t* attn = static_cast<const uint8_t*>(stage_output(a, lay, layer, kAttention));
-    return block_ok(b, flag_gather<kGatherBatch>(a, b, attn + static_cast<size_t>(g) * O * 4, O, b.x));
+  const int tid = threadIdx.x;
+  const int units = heads * kD / 4;                // of a chunk's outputs, 4 values each
+  const int per = omerge_record_words(heads) / 2;  // units of a record: the outputs, then (max, sum) per head
+  const int total = n * per;
+  uint2* staged = reinterpret_cast<uint2*>(b.x + heads * kD);  // [chunk][per] each unit's two values, after x
+  // (A fixed count of loads per thread, those past the thread's last unit reading that one again: a count known only
+  // at run time spilled registers, as in the attention's spread merge, NOTES.md v18.)
+  const int last = tid + (total - 1 - tid) / kConsumers * kConsumers;
+  uint4 v[kOMergeBatch];
+  const bool ok = (a.debug & 8) != 0 || flag_wait_batch<kOMergeBatch>(a, b, v, kOMergeBatch, [&](int j) {
+                    return static_cast<const uint4*>(rec) + min(tid + j * kConsumers, last);
+                  });
+  if (ok && (a.debug & 8) == 0) {
+#pragma unroll
+    for (int j = 0; j < kOMergeBatch; j++)
+      if (tid + j * kConsumers < total) staged[tid + j * kConsumers] = make_uint2(v[j].x, v[j].z);
   }
-  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
-  const uint8_t* recs = static_cast<const uint8_t*>(a.workspace) + lay.part_rec + lay.part_rec_layer * layer +
-                        static_cast<size_t>(g) * min(max_chunks, kFlagMergeMax) * R * 8;
-  float* sm = reinterpret_cast<float*>(b.x + O);  // [chunk][R]
-  if (!block_ok(b, flag_gather<kSplitBatch>(a, b, recs, static_cast<int64_t>(chunks) * R * 2, reinterpret_cast<bf16*>(sm))))
-    return false;
-  for (int o = 2 * static_cast<int>(threadIdx.x); o < O; o += 2 * kConsumers)
-    *reinterpret_cast<unsigned*>(b.x + o) = merge_staged_pair(sm, R, O, o, chunks);
+  if (!block_ok(b, ok)) return false;
+  if ((a.debug & 8) != 0) return true;
+  for (int u = tid; u < units; u += kConsumers) {
+    const uint2* ml = staged + units + u * 4 / kD;  // this unit's head: chunk c's (max, sum) at ml[c · per]
+    float mx = -INFINITY;
+    for (int c = 0; c < n; c++) mx = fmaxf(mx, __uint_as_float(ml[c * per].x));
+    float o[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
+    for (int c = 0; c < n; c++) {
+      const float l = __uint_as_float(ml[c * per].y);
+      if (!(l > 0.f)) continue;  // a chunk with no keys weighs nothing (its outputs are 0)
+      const float w = l * exp2f(__uint_as_float(ml[c * per].x) - mx);
+      const uint2 x = staged[c * per + u];
+      o[0] = fmaf(w, bf2_lo(x.x), o[0]);
+      o[1] = fmaf(w, bf2_hi(x.x), o[1]);
+      o[2] = fmaf(w, bf2_lo(x.y), o[2]);
+      o[3] = fmaf(w, bf2_hi(x.y), o[3]);
+      den += w;
+    }
+    *reinterpret_cast<uint2*>(b.x + u * 4) =
+        make_uint2(pack_bf2(o[0] / den, o[1] / den), pack_bf2(o[2] / den, o[3] / den));
+  }
   consumer_sync();
   return true;
 }
@@ -960,11 +843,11 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
 /**
  * Issues the block's tiles of one stage into the ring, each slot described (first unit, units, last tile of the
  * stage) for the consumers; a stage with no tile for this block gets one empty descriptor. Static shares: the
- * block's slice of stage_range() among the blocks not `skip`ped (`split`: of split_range(), the split O projection).
- * Claimed (`counter`): tiles taken from the stage's counter, the next claim always in flight.
+ * block's slice of stage_range() among the blocks not `skip`ped. Claimed (`counter`): tiles taken from the stage's
+ * counter, the next claim always in flight.
  */
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
-                                              int skip, bool split, unsigned* counter, RingPos& at, unsigned& issued,
+                                              int skip, unsigned* counter, RingPos& at, unsigned& issued,
                                               uint64_t l2_policy, int cap) {
   const int64_t per = tile_units(a, s);
   int64_t t0 = 0, lim = 0;
@@ -973,9 +856,6 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
     lim = s.units;
     t0 = static_cast<int64_t>(atomicAdd(counter, 1u)) * per;
     pending = atomicAdd(counter, 1u);  // the tile after it, claimed while this one streams
-  } else if (split) {
-    int g;
-    split_range(a.dims, skip, t0, lim, g);
   } else {
     stage_range(s.units, t0, lim, skip);
   }
@@ -1047,23 +927,20 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
     asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(l2_policy));
   for (int step = 0; step < a.steps; step++) {
     const int skip = attention_skip(a, pos0 + step);
-    const bool osplit = o_split_step(a, pos0 + step, skip);
     const unsigned epoch = a.epoch + static_cast<unsigned>(step);
     for (int layer = 0; layer < a.dims.layers; layer++) {
       // The GEMV stages of a layer in order (the attention stage streams no weights).
       for (int stage = kQkv; stage <= kDown; stage = stage == kQkv ? kO : stage + 1) {
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
-        const bool split = osplit && stage == kO;
-        if (!produce_stage(a, b, stage_shape(a, layer, stage, split), stage_skip(stage, skip), split, counter, at,
-                           issued, l2_policy, a.inflight))
+        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
+                           l2_policy, a.inflight))
           return;
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
     // The LM head (its own bound on copies in flight: no hop of this step waits behind its stream).
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, false, counter, at, issued, l2_policy, a.lm_inflight))
-      return;
+    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy, a.lm_inflight)) return;
   }
 }
 
@@ -1141,6 +1018,19 @@ __device__ __forceinline__ void top_merge_list(TopK& t, const unsigned long long
   top_merge_sorted(t, k, [list](int p) { return list[p]; });
 }
 
+/** Where a stage's outputs go: the flagged buffer of the layer (nullptr for the LM head). */
+__device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Layout& lay, int layer, int stage) {
+  if (layer < 0) return nullptr;
+  uint8_t* base = static_cast<uint8_t*>(a.workspace) + lay.layers_at + lay.ll.bytes * static_cast<size_t>(layer);
+  switch (stage) {
+    case kQkv: return base + lay.ll.qkv;
+    case kAttention: return base + lay.ll.attn;
+    case kO: return base + lay.ll.mid;
+    case kGateUp: return base + lay.ll.act;
+    default: return base + lay.ll.out;
+  }
+}
+
 /**
  * What a warp takes of a GEMV tile per turn: a row pair (O, down, the LM head); a pair of SwiGLU units, two gate rows
  * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: QK_MEGAKERNEL_QKV_QUADS). Four rows per
@@ -1165,10 +1055,9 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
     if (first_event >= 0) stamp(a, first_event);
     return true;  // the producer issues nothing for this stage either
   }
-  const bool split = stage == kO && b.osplit != 0;
-  const StageShape s = stage_shape(a, layer, stage, split);
+  const StageShape s = stage_shape(a, layer, stage);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  void* out = split ? red_words(a, lay, b.epoch, layer) : stage_output(a, lay, layer, stage);
+  void* out = stage_output(a, lay, layer, stage);
   // 32-bit row offsets within a slot (a slot is at most 227 KB).
   const int k = static_cast<int>(s.k);
   const int k_dot = (a.debug & 4) != 0 ? 0 : k;  // (diagnostic: no dot products)
@@ -1243,11 +1132,6 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), b.epoch);
         } else if (stage == kQkv) {
           flag_store(out, u / 2, pack_bf2(acc0, acc1), b.epoch);
-        } else if (split) {  // the split O projection: this KV head's terms of rows u mod hidden and the next
-          unsigned long long* w = static_cast<unsigned long long*>(out) +
-                                  static_cast<unsigned>(u) % static_cast<unsigned>(a.dims.hidden);
-          red_add(w, acc0);
-          red_add(w + 1, acc1);
         } else {  // O and down
           const float r0 = round_bf(acc0) + bf(b.res[u]);
           const float r1 = round_bf(acc1) + bf(b.res[u + 1]);
@@ -1544,7 +1428,17 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     if (chunks == 1) {
       flag_store(attn, o / 2, pack_bf2(t0 / lh, t1 / lh), b.epoch);
-    } else if (G <= 2 && c == 0 && chunks <= kFlagMergeMax && b.osplit == 0) {  // the spread merge (below): chunk 0's record stays in
+    } else if (G == 2 && chunks <= a.o_merge) {  // the O blocks merge (stage_merge_input): this chunk's record
+      void* rec = ws + lay.omerge + lay.omerge_layer * layer +
+                  static_cast<size_t>(c) * omerge_record_words(static_cast<int>(d.q_heads)) * 8;
+      const bool keys = lh > 0.f;  // (a chunk with no keys publishes zeros, and weighs nothing)
+      flag_store(rec, (g * O + o) / 2, pack_bf2(keys ? t0 / lh : 0.f, keys ? t1 / lh : 0.f), b.epoch);
+      if (od == 0) {
+        const int at = d.q_heads * kD / 2 + 2 * (g * G + oh);
+        flag_store_f32(rec, at, mh, b.epoch);
+        flag_store_f32(rec, at + 1, lh, b.epoch);
+      }
+    } else if (G <= 2 && c == 0 && chunks <= kFlagMergeMax) {  // the spread merge (below): chunk 0's record stays in
                                                                // shared memory, where the queries were (the passes
                                                                // are done)
       qs[o] = t0;
@@ -1553,7 +1447,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
         qs[O + 2 * oh] = mh;
         qs[O + 2 * oh + 1] = lh;
       }
-    } else if (chunks <= kFlagMergeMax) {  // (with the split O projection, chunk 0's too: the O blocks merge)
+    } else if (chunks <= kFlagMergeMax) {
       flag_store_f32(recs + c * R, o, t0, b.epoch);
       flag_store_f32(recs + c * R, o + 1, t1, b.epoch);
       if (od == 0) {
@@ -1565,7 +1459,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       if (od == 0) *reinterpret_cast<float2*>(part_ml + (c * G + oh) * 2) = make_float2(mh, lh);
     }
   }
-  if (chunks == 1 || b.osplit != 0) return true;
+  if (chunks == 1 || (G == 2 && chunks <= a.o_merge)) return true;
   if (chunks <= kFlagMergeMax) {
     if (c != 0) return true;
     // Heads of up to 16 chunks and G ≤ 2 (NOTES.md v18): the records of chunks 1, 2, … lie end to end, and thread t
@@ -1592,8 +1486,19 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
                 make_float2(__uint_as_float(v[j].x), __uint_as_float(v[j].z));
       }
       if (!block_ok(b, ok)) return false;
-      for (int o = 2 * tid; o < O; o += 2 * kConsumers)
-        flag_store(attn, o / 2, merge_staged_pair(sm, R, O, o, chunks), b.epoch);
+      for (int o = 2 * tid; o < O; o += 2 * kConsumers) {
+        const float* mh = sm + O + 2 * (o / kD);  // chunk q's (max, sum) of this head: mh[q·R], mh[q·R + 1]
+        float mx = -INFINITY;
+        for (int q = 0; q < chunks; q++) mx = fmaxf(mx, mh[q * R]);
+        float n0 = 0.f, n1 = 0.f, den = 0.f;
+        for (int q = 0; q < chunks; q++) {
+          const float w = exp2f(mh[q * R] - mx);
+          n0 = fmaf(w, sm[q * R + o], n0);
+          n1 = fmaf(w, sm[q * R + o + 1], n1);
+          den = fmaf(w, mh[q * R + 1], den);
+        }
+        flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
+      }
       return true;
     } else {
       // Chunk 0's block merges the head's chunks (its own included) from their flagged records as they land: no fence,
@@ -1959,7 +1864,6 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
 
   const int token0 = a.state[0];
   const int pos0 = a.state[1];
-  constexpr bool kSplit = G == 2;  // only query groups of 2 split the O projection (MegakernelPlan::o_split)
   // Cleared before any block can fail: failures only come from waits that outlast timeout_ns.
   if (blockIdx.x == 0 && threadIdx.x == 0) a.result[1] = 0;
   if (pos0 < 0 || static_cast<int64_t>(pos0) + a.steps > a.max_context || token0 < 0 || token0 >= d.vocab) {
@@ -2010,17 +1914,6 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       token = b.flag[2];
     }
     b.embed_row = static_cast<const bf16*>(a.embed) + static_cast<int64_t>(token) * d.hidden;
-    b.osplit = kSplit && o_split_step(a, pos, b.attn_skip) ? 1 : 0;
-    if (kSplit && a.o_split > 0) {
-      // The reduction words of the next step start from zero: they are the previous step's, which every block has
-      // read before that step's token was published. This block's share of them (ordered before the next step's
-      // additions by this step's arrivals and token, as the cache rows are).
-      uint4* z = reinterpret_cast<uint4*>(static_cast<uint8_t*>(a.workspace) + lay.ored +
-                                          ((b.epoch + 1u) & 1u) * lay.ored_set);
-      const int64_t n = static_cast<int64_t>(lay.ored_set / 16), per = (n + gridDim.x - 1) / gridDim.x;
-      const int64_t end = min(n, (static_cast<int64_t>(blockIdx.x) + 1) * per);
-      for (int64_t i = blockIdx.x * per + threadIdx.x; i < end; i += kConsumers) z[i] = make_uint4(0, 0, 0, 0);
-    }
     Best best{-INFINITY, INT32_MAX};
     TopK top{0ull, 0ull, 0ull, 0};
     const int len = pos + 1;
@@ -2068,21 +1961,19 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       // code for every layer to fetch again; 5-15 µs per token faster at positions 1 and 128, a few at 512 and 1024,
       // about 5 slower at 4096 (NOTES.md v14, runs 63c, 63e, 63j).
       // (A loop over all four stages, with the attention inside it, runs out of registers and spills: v14, run 63b.)
-      // The split O projection's input (one KV head's output, merged here from its chunks' records), outside the loop
-      // below: inside it, a gather's batch of 8 loads spilled (NOTES.md v19).
-      const bool o_split = b.osplit != 0 && !skips_stage(kO, b.attn_skip);
-      if (o_split) {
-        int64_t u0, u1;
-        int g;  // the block's KV head
-        split_range(d, b.attn_skip, u0, u1, g);
-        if (!stage_split_input(a, b, lay, layer, g, chunks)) return;
-      }
+      // Heads of 2…o_merge chunks (query groups of 2) are merged by the O blocks as they gather their input, here,
+      // outside the loop below: inside it, the gather's batch of loads spilled (NOTES.md v19).
+      const bool o_merged = G == 2 && chunks > 1 && chunks <= a.o_merge && !skips_stage(kO, b.attn_skip);
+      if (o_merged && !stage_merge_input(a, b, static_cast<uint8_t*>(a.workspace) + lay.omerge +
+                                                   lay.omerge_layer * layer,
+                                         chunks, static_cast<int>(d.q_heads)))
+        return;
 #pragma unroll 1
       for (int h = 0; h < 2; h++) {
         const int stage = h == 0 ? kO : kDown, sev = ev + (h == 0 ? 8 : 14);
         // (A block without O rows, an attention block on a short context, does not need the attention output; nor
-        // does one that gathered its head's above.)
-        if (!skips_stage(stage, b.attn_skip) && !(h == 0 && o_split) &&
+        // does one that merged it above.)
+        if (!skips_stage(stage, b.attn_skip) && !(h == 0 && o_merged) &&
             !stage_copy_input(a, b, stage_output(a, lay, layer, h == 0 ? kAttention : kGateUp),
                               h == 0 ? d.q_heads * kD : d.ffn))
           return;
@@ -2090,14 +1981,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!consume_gemv<Take::kPair, kSample>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
         stamp(a, sev + 2);
         if (h == 0) {
-          // (The split O projection: the residual is the layer's input, in `res` since the QKV stage, or gathered
-          // again by a block that took no QKV rows, plus the O sums.)
-          const bool split = kSplit && b.osplit != 0;
-          const void* res_src = layer == 0 ? nullptr : stage_output(a, lay, layer - 1, kDown);
-          if (!stage_norm_input(a, b, split ? res_src : stage_output(a, lay, layer, kO),
-                                static_cast<const bf16*>(L.post_norm), d.hidden, a.eps,
-                                split ? red_words(a, lay, b.epoch, layer) : nullptr,
-                                skips_stage(kQkv, b.attn_skip)))
+          if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm),
+                                d.hidden, a.eps))
             return;
           stamp(a, ev + 11);
           if (!consume_gemv<Take::kGateUp, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
@@ -2211,20 +2096,20 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->qkv_quads = tile_units_for(d.hidden, 1, static_cast<int64_t>(slot)) >= 8 &&
                     (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
+  // The O blocks merge heads of up to kMegakernelOMergeMax chunks where the query group is 2 (Qwen3-0.6B, 1.7B; in a
+  // group of 1 the gather spilled, NOTES.md v19), the chunks' records
+  // fit one batch of loads per consumer thread, and x and the staged records fit the union (stage_merge_input).
+  plan->o_merge = 0;
+  for (int n = 2; n <= kMegakernelOMergeMax && d.q_heads == 2 * d.kv_heads; n++) {
+    const int64_t units = n * static_cast<int64_t>(omerge_record_words(static_cast<int>(d.q_heads))) / 2;
+    if (units <= kOMergeBatch * kConsumers && d.q_heads * kD * 2 + units * 8 <= static_cast<int64_t>(union_bytes(d)))
+      plan->o_merge = n;
+  }
   // Up to half the grid attends without QKV or O rows on models that take fixed shares (0.6B: up to 8 chunks per KV
   // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
   // on models that claim tiles, where the others' bandwidth is the limit.
   plan->skip_items = plan->claim ? sms / 4 : sms / 2;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
-  // The split O projection (MegakernelArgs::o_split): query groups of 2 (Qwen3-0.6B, 1.7B) on models that take fixed
-  // shares, at most kMegakernelOSplitMaxKvHeads terms per reduction word, a head's chunks' records in flagged records
-  // (up to kFlagMergeMax chunks) that fit the union beside x (stage_split_input).
-  plan->o_split = 0;
-  if (d.q_heads == 2 * d.kv_heads && !plan->claim && d.kv_heads <= kMegakernelOSplitMaxKvHeads &&
-      sms - plan->skip_items >= d.kv_heads) {
-    for (int n = 1; n <= std::min(plan->max_chunks, kFlagMergeMax); n++)
-      if (static_cast<size_t>(2 * kD * 2 + n * part_record_words(2) * 4) <= union_bytes(d)) plan->o_split = n;
-  }
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;
   return cudaSuccess;
 }
@@ -2234,8 +2119,7 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   const bool short_ring = plan.short_until > 0 && args.slots == plan.short_slots &&
                           args.slot_bytes == static_cast<int64_t>(plan.short_slot_bytes);
   if ((!long_ring && !short_ring) || args.steps < 1 || args.steps > kMegakernelMaxSteps || args.inflight < 0 ||
-      args.lm_inflight < 0 || args.o_split < 0 || args.o_split > plan.o_split ||
-      (args.o_split > 0 && args.o_heads == nullptr) || args.top_k < 0 ||
+      args.lm_inflight < 0 || args.o_merge < 0 || args.o_merge > plan.o_merge || args.top_k < 0 ||
       args.top_k > kMegakernelMaxTopK ||
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)

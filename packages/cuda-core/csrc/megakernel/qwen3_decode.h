@@ -19,8 +19,8 @@ constexpr int64_t kMegakernelMaxGroup = 4;
 constexpr int kMegakernelMaxSteps = 64;
 /** The largest top-k the kernel samples with (Qwen3's recommended top-k is 20); larger ones, or none, are refused. */
 constexpr int kMegakernelMaxTopK = 64;
-/** Sums of at most this many terms (one per KV head) go through the split O projection's reduction words. */
-constexpr int64_t kMegakernelOSplitMaxKvHeads = 15;
+/** Heads of up to this many attention chunks may be merged by the O blocks (MegakernelArgs::o_merge). */
+constexpr int kMegakernelOMergeMax = 3;
 
 /** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
 struct MegakernelLayer {
@@ -60,8 +60,7 @@ struct MegakernelPlan {
   size_t short_slot_bytes = 0;
   int short_until = 0;
   bool claim = false;     // blocks claim GEMV tiles from counters (MegakernelArgs::claim) rather than fixed shares
-  int o_split = 0;         // steps of up to this many chunks per head may split the O projection by KV head
-                           // (MegakernelArgs::o_split; 0: the model cannot)
+  int o_merge = 0;         // heads of up to this many chunks may be merged by the O blocks (MegakernelArgs::o_merge)
   bool qkv_quads = false;  // every ring's QKV tiles hold four pairs or more: the warps may take QKV rows four at a
                            // time (MegakernelArgs::qkv_quads)
   size_t workspace_bytes = 0;
@@ -99,13 +98,9 @@ struct MegakernelArgs {
                                      // NOTES.md v18)
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
                                      // (through v17; NOTES.md v18)
-  int o_split = 0;                   // query groups of 2: steps of up to o_split chunks per KV head (at most the
-                                     // plan's) split the O projection by KV head: each chunk publishes its record,
-                                     // the O blocks of a head merge its chunks as they gather their input and add
-                                     // their partial sums into reduction words (fixed point, so the same bits in any
-                                     // order), which the gate/up stage reads; 0: chunk 0's block merges, the O blocks
-                                     // read every head (NOTES.md v21)
-  const void* o_heads = nullptr;     // o_split > 0: O's columns by KV head, [layers][kvHeads][hidden][G·128]
+  int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
+                                     // publish each chunk's normalised output, merged by every O block as it gathers
+                                     // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
   void* logits = nullptr;            // [vocab] bf16
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
