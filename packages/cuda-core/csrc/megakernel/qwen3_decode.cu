@@ -1087,8 +1087,8 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       // Gate/up in fours: the next unit pair's gate and up rows likewise.
       const bool second = (kTake == Take::kQuad || kEight) && r + 2 < n;
       const bf16* up = kGateUp ? row + n * k : second ? row + 2 * k : row;
-      const bf16* gate2 = second ? row + 2 * k : row;
-      const bf16* up2 = second ? up + 2 * k : up;
+      const bf16* gate2 = row + 2 * k;  // (read only when `second`)
+      const bf16* up2 = up + 2 * k;
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f, acc2 = 0.f, acc3 = 0.f, up2s = 0.f, up3s = 0.f;
       constexpr int kUnroll = kEight ? 2 : 4;  // (eight rows unrolled 4 times spilled in the greedy G = 2 kernel)
 #pragma unroll kUnroll
@@ -1100,7 +1100,7 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           up0 = dot8(lds128(up + c), xv, up0);
           up1 = dot8(lds128(up + k + c), xv, up1);
         }
-        if constexpr (kEight) {
+        if (kEight && second) {  // (a lone unit pair at the tile's end: a turn of four rows)
           acc2 = dot8(lds128(gate2 + c), xv, acc2);
           acc3 = dot8(lds128(gate2 + k + c), xv, acc3);
           up2s = dot8(lds128(up2 + c), xv, up2s);
@@ -1113,7 +1113,7 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         up0 = warp_sum(up0);
         up1 = warp_sum(up1);
       }
-      if constexpr (kEight) {
+      if (kEight && second) {
         acc2 = warp_sum(acc2);
         acc3 = warp_sum(acc3);
         up2s = warp_sum(up2s);
