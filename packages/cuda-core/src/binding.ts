@@ -66,12 +66,6 @@ export type MegakernelPlan =
        * ring's tiles hold at least four pairs of them (Qwen3-0.6B). `QK_MEGAKERNEL_QKV_QUADS=0` turns it off.
        */
       qkvQuads: boolean;
-      /**
-       * Whether the warps may take gate/up units four at a time (eight rows, one read of the input), where the query
-       * group is at most 2 and every ring's gate/up tiles hold at least four units. `QK_MEGAKERNEL_GATEUP_FOURS=1` turns
-       * it on (the same bits).
-       */
-      gateUpFours: boolean;
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;

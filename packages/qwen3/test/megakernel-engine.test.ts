@@ -387,23 +387,6 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     pairs.dispose();
   });
 
-  it('gate/up units taken four at a time (QK_MEGAKERNEL_GATEUP_FOURS=1) give the same bits as two at a time (the default)', () => {
-    // Hidden 256, FFN 384: gate/up tiles of many units, and block shares of 2-4 units, so turns of four units and
-    // turns that end on a lone pair of units (its second pair read again and not published).
-    const plan = megakernelPlan({ hidden: 256, qHeads: 16, kvHeads: 8, ffn: 384, layers: 2, vocab: 1000 });
-    expect(plan.supported && plan.gateUpFours).toBe(true);
-    const gqa4 = megakernelPlan({ hidden: 512, qHeads: 8, kvHeads: 2, ffn: 712, layers: 3, vocab: 1001 });
-    expect(gqa4.supported && gqa4.gateUpFours).toBe(false); // (query groups of 4: the kernels do not carry it)
-    const fours = withEnv('QK_MEGAKERNEL_GATEUP_FOURS', '1', () => build('megakernel', EIGHT_KV_HEADS, 18));
-    const twos = build('megakernel', EIGHT_KV_HEADS, 18);
-    const ids = randomIds(300, EIGHT_KV_HEADS.vocabSize, 35);
-    expectSameBits(trace(fours, ids, 1), trace(twos, ids, 1));
-    const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 10 };
-    expect(nextSteps(fours, ids, sampled, 60)).toEqual(nextSteps(twos, ids, sampled, 60));
-    fours.dispose();
-    twos.dispose();
-  });
-
   it('heads of 2-3 chunks merged by the O blocks (QK_MEGAKERNEL_O_MERGE=3) match the merge in chunk 0 (the default)', () => {
     // 8 KV heads in groups of 2: positions 56-167 split each head into 2-3 chunks of one pass, whose normalised
     // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the

@@ -121,7 +121,6 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("shortRingUntil", plan.short_until);
     o.Set("claimTiles", plan.claim);
     o.Set("qkvQuads", plan.qkv_quads);
-    o.Set("gateUpFours", plan.gateup_fours);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
     return o;
@@ -174,9 +173,6 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // time; QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start, as v17 did.
     r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
     r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
-    // A knob (NOTES.md v21): QK_MEGAKERNEL_GATEUP_FOURS=1 deals gate/up units to the warps four at a time where the
-    // plan allows it (the same bits).
-    r.gateup_fours = inst.plan.gateup_fours && env_count("QK_MEGAKERNEL_GATEUP_FOURS", 0) != 0 ? 1 : 0;
     // Every merge of a head's chunks by chunk 0's block; QK_MEGAKERNEL_O_MERGE=N (a knob, up to the plan's 3 in query
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
     // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).

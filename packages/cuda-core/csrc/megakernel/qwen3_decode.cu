@@ -1035,11 +1035,10 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
  * What a warp takes of a GEMV tile per turn: a row pair (O, down, the LM head); a pair of SwiGLU units, two gate rows
  * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: QK_MEGAKERNEL_QKV_QUADS). Four rows per
  * turn read the input once for all four, and where a block's stage has up to twice as many pairs as it has warps (QKV:
- * 11-14 pairs, 7 warps), no warp runs two turns one after the other (NOTES.md v18). Or four SwiGLU units, four gate
- * rows and their four up rows (gate/up, QK_MEGAKERNEL_GATEUP_FOURS: NOTES.md v21). A row's sum is the same chain of
+ * 11-14 pairs, 7 warps), no warp runs two turns one after the other (NOTES.md v18). A row's sum is the same chain of
  * FMAs whichever way it is taken, so the outputs are the same bits.
  */
-enum class Take : int { kPair, kGateUp, kQuad, kGateUpFours };
+enum class Take : int { kPair, kGateUp, kQuad };
 
 /**
  * Runs one GEMV stage: for every tile of the block, waits for it, dots each warp's turn of rows (`Take`) with the staged
@@ -1049,10 +1048,9 @@ enum class Take : int { kPair, kGateUp, kQuad, kGateUpFours };
 template <Take kTake, bool kSample>
 __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Block& b, const Layout& lay, int stage,
                                           RingPos& at, int layer, Best& best, TopK& top, int first_event) {
-  constexpr bool kEight = kTake == Take::kGateUpFours;  // eight rows per turn: four gate/up units
-  constexpr bool kGateUp = kTake == Take::kGateUp || kEight;
-  constexpr bool kFour = kTake != Take::kPair;         // four rows per turn, or more
-  constexpr int kStep = kTake == Take::kQuad || kEight ? 4 : 2;  // the tile's units per turn (gate/up: two rows each)
+  constexpr bool kGateUp = kTake == Take::kGateUp;
+  constexpr bool kFour = kTake != Take::kPair;         // four rows per turn
+  constexpr int kStep = kTake == Take::kQuad ? 4 : 2;  // the tile's units per turn (gate/up units are two rows each)
   if (layer >= 0 && skips_stage(stage, b.attn_skip)) {
     if (first_event >= 0) stamp(a, first_event);
     return true;  // the producer issues nothing for this stage either
@@ -1084,14 +1082,10 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       const bf16* row = tile + r * k;
       // The other two rows of a four-row turn: gate/up, the up rows of the tile's units; QKV, the next pair of the
       // tile, or this pair again where the tile ends first (its sums are then not published: a tile is whole pairs).
-      // Gate/up in fours: the next unit pair's gate and up rows likewise.
-      const bool second = (kTake == Take::kQuad || kEight) && r + 2 < n;
+      const bool second = kTake == Take::kQuad && r + 2 < n;
       const bf16* up = kGateUp ? row + n * k : second ? row + 2 * k : row;
-      const bf16* gate2 = row + 2 * k;  // (read only when `second`)
-      const bf16* up2 = up + 2 * k;
-      float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f, acc2 = 0.f, acc3 = 0.f, up2s = 0.f, up3s = 0.f;
-      constexpr int kUnroll = kEight ? 2 : 4;  // (eight rows unrolled 4 times spilled in the greedy G = 2 kernel)
-#pragma unroll kUnroll
+      float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
+#pragma unroll 4
       for (int c = lane * 8; c < k_dot; c += 256) {
         const uint4 xv = lds128(b.x + c);
         acc0 = dot8(lds128(row + c), xv, acc0);
@@ -1100,24 +1094,12 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           up0 = dot8(lds128(up + c), xv, up0);
           up1 = dot8(lds128(up + k + c), xv, up1);
         }
-        if (kEight && second) {  // (a lone unit pair at the tile's end: a turn of four rows)
-          acc2 = dot8(lds128(gate2 + c), xv, acc2);
-          acc3 = dot8(lds128(gate2 + k + c), xv, acc3);
-          up2s = dot8(lds128(up2 + c), xv, up2s);
-          up3s = dot8(lds128(up2 + k + c), xv, up3s);
-        }
       }
       acc0 = warp_sum(acc0);
       acc1 = warp_sum(acc1);
       if constexpr (kFour) {
         up0 = warp_sum(up0);
         up1 = warp_sum(up1);
-      }
-      if (kEight && second) {
-        acc2 = warp_sum(acc2);
-        acc3 = warp_sum(acc3);
-        up2s = warp_sum(up2s);
-        up3s = warp_sum(up3s);
       }
       const int64_t u = t0 + r;
       if constexpr (kTake == Take::kQuad) {  // QKV
@@ -1148,10 +1130,6 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
         if constexpr (kGateUp) {
           const float s0 = acc0 / (1.f + __expf(-acc0)), s1 = acc1 / (1.f + __expf(-acc1));
           flag_store(out, u / 2, pack_bf2(s0 * up0, s1 * up1), b.epoch);
-          if (kEight && second) {
-            const float s2 = acc2 / (1.f + __expf(-acc2)), s3 = acc3 / (1.f + __expf(-acc3));
-            flag_store(out, u / 2 + 1, pack_bf2(s2 * up2s, s3 * up3s), b.epoch);
-          }
         } else if (stage == kQkv) {
           flag_store(out, u / 2, pack_bf2(acc0, acc1), b.epoch);
         } else {  // O and down
@@ -1886,7 +1864,6 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
 
   const int token0 = a.state[0];
   const int pos0 = a.state[1];
-  constexpr bool kFoursOk = G <= 2;  // gate/up in fours (MegakernelArgs::gateup_fours): query groups up to 2
   // Cleared before any block can fail: failures only come from waits that outlast timeout_ns.
   if (blockIdx.x == 0 && threadIdx.x == 0) a.result[1] = 0;
   if (pos0 < 0 || static_cast<int64_t>(pos0) + a.steps > a.max_context || token0 < 0 || token0 >= d.vocab) {
@@ -2008,10 +1985,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                                 d.hidden, a.eps))
             return;
           stamp(a, ev + 11);
-          if (!(kFoursOk && a.gateup_fours != 0
-                    ? consume_gemv<Take::kGateUpFours, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)
-                    : consume_gemv<Take::kGateUp, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)))
-            return;
+          if (!consume_gemv<Take::kGateUp, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
           stamp(a, ev + 13);
         }
       }
@@ -2121,11 +2095,6 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   // would mostly read a lone pair twice.
   plan->qkv_quads = tile_units_for(d.hidden, 1, static_cast<int64_t>(slot)) >= 8 &&
                     (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
-  // Gate/up in four-unit turns (a knob) where the query group is at most 2 (the kernels that carry it) and every
-  // ring's gate/up tiles hold at least four units.
-  plan->gateup_fours = d.q_heads <= 2 * d.kv_heads && tile_units_for(d.hidden, 2, static_cast<int64_t>(slot)) >= 4 &&
-                       (plan->short_slots == 0 ||
-                        tile_units_for(d.hidden, 2, static_cast<int64_t>(kShortSlotBytes)) >= 4);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   // The O blocks merge heads of up to kMegakernelOMergeMax chunks where the query group is 2 (Qwen3-0.6B, 1.7B; in a
   // group of 1 the gather spilled, NOTES.md v19), the chunks' records
@@ -2151,7 +2120,6 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
                           args.slot_bytes == static_cast<int64_t>(plan.short_slot_bytes);
   if ((!long_ring && !short_ring) || args.steps < 1 || args.steps > kMegakernelMaxSteps || args.inflight < 0 ||
       args.lm_inflight < 0 || args.o_merge < 0 || args.o_merge > plan.o_merge || args.top_k < 0 ||
-      (args.gateup_fours != 0 && !plan.gateup_fours) ||
       args.top_k > kMegakernelMaxTopK ||
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)

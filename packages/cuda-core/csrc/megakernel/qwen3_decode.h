@@ -63,8 +63,6 @@ struct MegakernelPlan {
   int o_merge = 0;         // heads of up to this many chunks may be merged by the O blocks (MegakernelArgs::o_merge)
   bool qkv_quads = false;  // every ring's QKV tiles hold four pairs or more: the warps may take QKV rows four at a
                            // time (MegakernelArgs::qkv_quads)
-  bool gateup_fours = false;  // query groups up to 2 whose rings' gate/up tiles hold four units or more: the warps
-                              // may take gate/up units four at a time (MegakernelArgs::gateup_fours)
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
   int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
@@ -98,8 +96,6 @@ struct MegakernelArgs {
   int kv_stage = 1;                  // 1: a second attention pass of up to 28 keys is staged in shared memory (v16)
   int qkv_quads = 0;                 // 1: QKV rows are dealt to the warps four at a time (MegakernelPlan::qkv_quads;
                                      // NOTES.md v18)
-  int gateup_fours = 0;              // 1: gate/up units are dealt to the warps four at a time, eight rows per turn
-                                     // (MegakernelPlan::gateup_fours; NOTES.md v21), not two
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
                                      // (through v17; NOTES.md v18)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
