@@ -10,16 +10,7 @@ reference_ids
 gen greedy-off.json 256 --engine megakernel --temperature 0; echo "greedy off rc=$? $(ids $R/greedy-off.json) (v9-v20: aa30529c)"
 for k in 1 2 3; do QK_MEGAKERNEL_O_SPLIT=16 gen greedy-split-$k.json 256 --engine megakernel --temperature 0; echo "greedy split16 rc=$? $(ids $R/greedy-split-$k.json)"; done
 QK_MEGAKERNEL_O_SPLIT=16 gen sampled-split.json 256 --engine megakernel --seed 1; echo "sampled split16 rc=$? $(ids $R/sampled-split.json)"
-for i in 1 2 3; do
-  ab v20 1,128,512,1024 256 $O X=1
-  ab off 1,128,512,1024 256 $B X=1
-  ab s3 1,128,512,1024 256 $B QK_MEGAKERNEL_O_SPLIT=3
-  ab s8 1,128,512,1024 256 $B QK_MEGAKERNEL_O_SPLIT=8
-  ab s16 1,128,512,1024 256 $B QK_MEGAKERNEL_O_SPLIT=16
-done
-for i in 1 2; do
-  ab w-v20 8,64,120,232 32 $O X=1
-  ab w-off 8,64,120,232 32 $B X=1
-  ab w-s16 8,64,120,232 32 $B QK_MEGAKERNEL_O_SPLIT=16
-done
+rounds 3 1,128,512,1024 256 "v20 $O X=1" "off $B X=1" "s3 $B QK_MEGAKERNEL_O_SPLIT=3" "s8 $B QK_MEGAKERNEL_O_SPLIT=8" \
+  "s16 $B QK_MEGAKERNEL_O_SPLIT=16"
+rounds 2 8,64,120,232 32 "w-v20 $O X=1" "w-off $B X=1" "w-s16 $B QK_MEGAKERNEL_O_SPLIT=16"
 echo "t=$(elapsed)"

@@ -9,17 +9,8 @@ gpu_tests
 QK_MEGAKERNEL_GATEUP_FOURS=1 gen greedy-fours.json 256 --engine megakernel --temperature 0; echo "greedy fours rc=$? $(ids $R/greedy-fours.json) (v9-v20: aa30529c)"
 QK_MEGAKERNEL_GATEUP_FOURS=1 gen sampled-fours.json 256 --engine megakernel --seed 1; echo "sampled fours rc=$? $(ids $R/sampled-fours.json) (v10-v20: dc211a68)"
 QK_MEGAKERNEL_GATEUP_FOURS=1 QK_MEGAKERNEL_SLOT_KB=32 gen greedy-fours32.json 256 --engine megakernel --temperature 0; echo "greedy fours 32 KB rc=$? $(ids $R/greedy-fours32.json) (v9-v20: aa30529c)"
-for i in 1 2 3; do
-  ab v20 1,128,512,1024 256 $O X=1
-  ab off 1,128,512,1024 256 $B X=1
-  ab fours 1,128,512,1024 256 $B QK_MEGAKERNEL_GATEUP_FOURS=1
-  ab off32 1,128,512,1024 256 $B QK_MEGAKERNEL_SLOT_KB=32
-  ab fours32 1,128,512,1024 256 $B QK_MEGAKERNEL_GATEUP_FOURS=1 QK_MEGAKERNEL_SLOT_KB=32
-done
-for i in 1 2; do
-  ab w-v20 8,64,120,232 32 $O X=1
-  ab w-off 8,64,120,232 32 $B X=1
-  ab w-fours 8,64,120,232 32 $B QK_MEGAKERNEL_GATEUP_FOURS=1
-  ab w-fours32 8,64,120,232 32 $B QK_MEGAKERNEL_GATEUP_FOURS=1 QK_MEGAKERNEL_SLOT_KB=32
-done
+rounds 3 1,128,512,1024 256 "v20 $O X=1" "off $B X=1" "fours $B QK_MEGAKERNEL_GATEUP_FOURS=1" \
+  "off32 $B QK_MEGAKERNEL_SLOT_KB=32" "fours32 $B QK_MEGAKERNEL_GATEUP_FOURS=1 QK_MEGAKERNEL_SLOT_KB=32"
+rounds 2 8,64,120,232 32 "w-v20 $O X=1" "w-off $B X=1" "w-fours $B QK_MEGAKERNEL_GATEUP_FOURS=1" \
+  "w-fours32 $B QK_MEGAKERNEL_GATEUP_FOURS=1 QK_MEGAKERNEL_SLOT_KB=32"
 echo "t=$(elapsed)"
