@@ -1,0 +1,30 @@
+# Shared steps of the v22 device runs: v21's (runs/lib.sh: v20's steps, v20's addon as the baseline O, `rounds`), and
+# candidate addons beside them: `candidate NAME FILE` makes a copy of the bundle with the addon FILE (.xz) and sets
+# $NAME to its qk.mjs. Sourced by run71*.sh from the repository root.
+. docs/h100/megakernel-v21/runs/lib.sh
+candidate() {
+  local name=$1 file=$2
+  rm -rf "/tmp/c-$name" && mkdir -p "/tmp/c-$name" && cp -r /tmp/b/bundle "/tmp/c-$name/bundle" &&
+    xz -dc "$file" > "/tmp/c-$name/bundle/qk_cuda.node"
+  printf -v "$name" '%s' "/tmp/c-$name/bundle/qk.mjs"
+}
+# candidates FILE: unpacks FILE (a .tar.xz of cand/NAME.node addons) to /tmp/cand; then `candidate_node NAME` makes a
+# copy of the bundle with /tmp/cand/cand/NAME.node and sets $NAME (upper case) to its qk.mjs.
+candidates() { rm -rf /tmp/cand && mkdir -p /tmp/cand && tar -xJf "$1" -C /tmp/cand; }
+candidate_node() {
+  local name=$1 var=${1^^}
+  rm -rf "/tmp/c-$var" && mkdir -p "/tmp/c-$var" && cp -r /tmp/b/bundle "/tmp/c-$var/bundle" &&
+    cp "/tmp/cand/cand/$name.node" "/tmp/c-$var/bundle/qk_cuda.node"
+  printf -v "$var" '%s' "/tmp/c-$var/bundle/qk.mjs"
+}
+# gpu_tests_in NAME: the megakernel GPU tests against the candidate NAME's addon.
+gpu_tests_in() {
+  local dir=/tmp/c-$1/bundle
+  cp .device/gputest/megakernel-test.mjs "$dir/"
+  (cd "$dir" && timeout 200 $N megakernel-test.mjs > "$R/megakernel-test-$1.txt" 2>&1; echo "megakernel tests $1 rc=$? $(elapsed)"; grep -E "FAIL|passed|failed" -A3 "$R/megakernel-test-$1.txt" | head -16)
+}
+# genw BUNDLE FILE TOKENS ARGS…: `gen` with another bundle.
+genw() {
+  local x=$1 f=$2 t=$3; shift 3
+  timeout 60 $N $x generate --preset 0.6b "$@" --max-tokens $t --json "Tell me about the sea" > "$R/$f" 2>/dev/null
+}
