@@ -61,6 +61,8 @@ using bf16 = __nv_bfloat16;
 
 // 7 consumer warps + the producer = 8 warps, two per SM sub-partition, so a thread may hold up to 255 registers (with
 // 9 warps, one sub-partition holds 3 and the cap is 168, which spilled; spills live in L2 here, see flag_wait_slow).
+// 11 consumer warps, at the same cap, measured 49-189 µs per token slower, with or without most of the spills
+// (NOTES.md v22).
 constexpr int kConsumerWarps = 7;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
@@ -112,24 +114,9 @@ static_assert(kClaimCounters + 2 * kClaimsPerSet <= static_cast<int>(kSyncBytes 
 
 enum Stage : int { kQkv = 0, kAttention = 1, kO = 2, kGateUp = 3, kDown = 4 };
 
-/** Flagged-word buffers of one layer: 4 bytes per value (two bf16 + the epoch per 8 bytes). */
-struct LayerLayout {
-  size_t qkv, attn, mid, act, out, bytes;  // offsets within the layer's region; `mid` = residual after O
-};
-
-/** Where each buffer lives in the workspace. */
-struct Layout {
-  LayerLayout ll;     // per layer, repeated `layers` times from `layers_at`
-  size_t layers_at;
-  size_t part_acc, part_ml;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
-  size_t part_acc_layer, part_ml_layer;
-  size_t part_rec, part_rec_layer;  // per layer too: [layer][kv][chunk < kFlagMergeMax][part_record_words()]
-  size_t omerge, omerge_layer;      // per layer too: [layer][chunk < kMegakernelOMergeMax][omerge_record_words()]
-  size_t arg;
-  size_t cand, cand_bad;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
-                          // whether it saw a NaN or +inf logit [grid] (u32)
-  size_t total;
-};
+// Where each buffer lives in the workspace (MegakernelWorkspaceLayout, qwen3_decode.h): computed once per launch on the
+// host (workspace_layout below) and read by the kernel from its parameters, so that no thread holds it in registers.
+using Layout = MegakernelWorkspaceLayout;
 
 __host__ __device__ inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -1890,8 +1877,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     return;
   }
 
-  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
-  const Layout lay = workspace_layout(d, gridDim.x, max_chunks);
+  const Layout& lay = a.layout;
   RingPos at;
   int token = token0;
   const bool quads = a.qkv_quads != 0;
@@ -2136,7 +2122,9 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   config.blockDim = dim3(plan.threads);
   config.dynamicSmemBytes = plan.smem_bytes;
   config.stream = stream;
-  const cudaError_t launched = cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0), args);
+  MegakernelArgs launch = args;
+  launch.layout = workspace_layout(args.dims, plan.grid, plan.max_chunks);
+  const cudaError_t launched = cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0), launch);
   const cudaError_t last = cudaGetLastError();
   return launched != cudaSuccess ? launched : last;
 }

@@ -46,6 +46,26 @@ struct MegakernelDims {
   int64_t vocab = 0;
 };
 
+/** Flagged-word buffers of one layer, as byte offsets within the layer's region (4 bytes per value: two bf16 and the
+ * epoch per 8 bytes); `mid` is the residual after O. */
+struct MegakernelLayerOffsets {
+  size_t qkv = 0, attn = 0, mid = 0, act = 0, out = 0, bytes = 0;
+};
+
+/** Where each buffer lives in the workspace (byte offsets). */
+struct MegakernelWorkspaceLayout {
+  MegakernelLayerOffsets ll;  // per layer, repeated `layers` times from `layers_at`
+  size_t layers_at = 0;
+  size_t part_acc = 0, part_ml = 0;  // per layer too: [layer][kv][chunk][G·128] and [layer][kv][chunk][G][2] floats
+  size_t part_acc_layer = 0, part_ml_layer = 0;
+  size_t part_rec = 0, part_rec_layer = 0;  // per layer too: [layer][kv][chunk < 16][G·130 words]
+  size_t omerge = 0, omerge_layer = 0;      // per layer too: [layer][chunk < kMegakernelOMergeMax][record words]
+  size_t arg = 0;
+  size_t cand = 0, cand_bad = 0;  // sampling: each block's best candidates [grid][kMegakernelMaxTopK] (u64 keys), and
+                                  // whether it saw a NaN or +inf logit [grid] (u32)
+  size_t total = 0;
+};
+
 /** How a launch is shaped on this device, and the scratch it needs. */
 struct MegakernelPlan {
   int grid = 0;           // persistent blocks: one per SM, all resident
@@ -123,6 +143,9 @@ struct MegakernelArgs {
                                      // producer copies no weights (only the slot descriptors; use with 4), 64 = the
                                      // trace's "RoPE" stamp moves to after the attention passes (outputs unchanged)
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
+  // Set by launch_megakernel from the plan (callers leave it): where the workspace's buffers are. Read from the
+  // parameters, it takes no registers; computed by each thread, it held 38 of the G = 2 kernels' 252 (NOTES.md v22).
+  MegakernelWorkspaceLayout layout;
 };
 
 /** The diagnostic bits of MegakernelArgs::debug (the binding passes no others). */
