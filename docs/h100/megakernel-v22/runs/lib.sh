@@ -28,3 +28,10 @@ genw() {
   local x=$1 f=$2 t=$3; shift 3
   timeout 60 $N $x generate --preset 0.6b "$@" --max-tokens $t --json "Tell me about the sea" > "$R/$f" 2>/dev/null
 }
+# sanitizers: synccheck and racecheck of the candidate bundle ($B) on a 4-token decode (as v20's run 69f ran them).
+sanitizers() {
+  local cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout 100 $cs --tool synccheck --kernel-name kns=qwen3_decode $N $B generate --preset 0.6b --engine megakernel --max-tokens 4 --temperature 0 "hello" > $R/synccheck.txt 2>&1; echo "synccheck rc=$? $(elapsed)"; grep -E "ERROR SUMMARY" $R/synccheck.txt | head -3
+  QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout 150 $cs --tool racecheck --kernel-name kns=qwen3_decode $N $B generate --preset 0.6b --engine megakernel --max-tokens 4 --temperature 0 "hello" > $R/racecheck.txt 2>&1; echo "racecheck rc=$? $(elapsed)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $R/racecheck.txt | head -3
+}
