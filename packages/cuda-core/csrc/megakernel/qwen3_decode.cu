@@ -1230,6 +1230,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
   bf16* qin = b.qkv_in;
   bf16* kin = qin + kMaxG * kD;
   bf16* vin = kin + kD;
+  float rope_sin[2], rope_cos[2];
   {
     constexpr int kWordsPerHead = kD / 4;
     const int words = (G + (holds_new ? 2 : 0)) * kWordsPerHead;
@@ -1240,7 +1241,14 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
           head < G ? static_cast<int64_t>(g) * G + head : (head == G ? d.q_heads + g : d.q_heads + KV + g);
       bf16* dst = (head < G ? qin + head * kD : head == G ? kin : vin) + w * 4;
       const uint4* src = static_cast<const uint4*>(qkv) + row * kWordsPerHead + w;
-      const uint4 v = flag_wait(a, b, src, flag_load(src), ok);
+      const uint4 first = flag_load(src);
+      // The RoPE angles need only the position: computed while the first poll is in flight, not after q lands (the
+      // threads that rope are among those that gather; NOTES.md v23: the same bits, 2-7 µs per token at 1-128).
+      if (norm_w != nullptr) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) sincosf(__fmul_rn(static_cast<float>(pos), freq[j]), &rope_sin[j], &rope_cos[j]);
+      }
+      const uint4 v = flag_wait(a, b, src, first, ok);
       if (ok) *reinterpret_cast<uint2*>(dst) = make_uint2(v.x, v.z);
     }
     if (!block_ok(b, ok)) return false;
@@ -1264,8 +1272,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
 #pragma unroll
     for (int j = 0; j < 2; j++) {
       const int i = lane + 32 * j;
-      float sn, cs;
-      sincosf(__fmul_rn(static_cast<float>(pos), freq[j]), &sn, &cs);
+      const float sn = rope_sin[j], cs = rope_cos[j];
       const float x0 = lo[j] * inv * bf(w_lo[j]), x1 = hi[j] * inv * bf(w_hi[j]);
       const bf16 r0 = to_bf(x0 * cs - x1 * sn), r1 = to_bf(x1 * cs + x0 * sn);
       if (is_q) {
