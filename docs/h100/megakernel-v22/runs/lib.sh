@@ -35,3 +35,10 @@ sanitizers() {
   QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout 100 $cs --tool synccheck --kernel-name kns=qwen3_decode $N $B generate --preset 0.6b --engine megakernel --max-tokens 4 --temperature 0 "hello" > $R/synccheck.txt 2>&1; echo "synccheck rc=$? $(elapsed)"; grep -E "ERROR SUMMARY" $R/synccheck.txt | head -3
   QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout 150 $cs --tool racecheck --kernel-name kns=qwen3_decode $N $B generate --preset 0.6b --engine megakernel --max-tokens 4 --temperature 0 "hello" > $R/racecheck.txt 2>&1; echo "racecheck rc=$? $(elapsed)"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $R/racecheck.txt | head -3
 }
+# ids_400_sampled NAME BUNDLE: 400 greedy tokens and 256 sampled ones (seed 1) from candidate NAME's bundle, with the
+# reference ids (v12-v23: d7460a19; v10-v23: dc211a68) beside them.
+ids_400_sampled() {
+  local n=$1 x=$2
+  genw $x greedy400-$n.json 400 --engine megakernel --temperature 0; echo "greedy 400 $n rc=$? $(ids $R/greedy400-$n.json) (reference: d7460a19)"
+  genw $x sampled-$n.json 256 --engine megakernel --seed 1; echo "sampled $n rc=$? $(ids $R/sampled-$n.json) (reference: dc211a68)"
+}

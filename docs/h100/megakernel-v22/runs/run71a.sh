@@ -8,8 +8,7 @@ run_setup r71a baseline
 candidate W .device/w11.node.xz
 gpu_tests_in W
 for k in 1 2 3; do genw $W greedy-w11-$k.json 256 --engine megakernel --temperature 0; echo "greedy w11 $k rc=$? $(ids $R/greedy-w11-$k.json) (v9-v20: aa30529c)"; done
-genw $W greedy400-w11.json 400 --engine megakernel --temperature 0; echo "greedy 400 w11 rc=$? $(ids $R/greedy400-w11.json) (v12-v20: d7460a19)"
-genw $W sampled-w11.json 256 --engine megakernel --seed 1; echo "sampled w11 rc=$? $(ids $R/sampled-w11.json) (v10-v20: dc211a68)"
+ids_400_sampled w11 $W
 genw $W greedy-layered.json 256 --engine layered --temperature 0; echo "greedy layered rc=$? $(ids $R/greedy-layered.json)"
 rounds 3 1,128,512,1024 256 "v20 $O X=1" "w11 $W X=1"
 rounds 2 8,64,120,232 32 "w-v20 $O X=1" "w-w11 $W X=1"

@@ -9,8 +9,7 @@ setup r72f
 candidate_node sc
 gpu_tests_in SC
 genw $SC greedy-sc.json 256 --engine megakernel --temperature 0; echo "greedy sc rc=$? $(ids $R/greedy-sc.json) (main: aa30529c)"
-genw $SC greedy400-sc.json 400 --engine megakernel --temperature 0; echo "greedy 400 sc rc=$? $(ids $R/greedy400-sc.json) (main: d7460a19)"
-genw $SC sampled-sc.json 256 --engine megakernel --seed 1; echo "sampled sc rc=$? $(ids $R/sampled-sc.json) (main: dc211a68)"
+ids_400_sampled sc $SC
 rounds 3 1,128,512,1024 256 "main $B X=1" "sc $SC X=1"
 rounds 3 8,64,120,232 32 "w-main $B X=1" "w-sc $SC X=1"
 i=1; ab8 main $B X=1; ab8 sc $SC X=1
