@@ -133,7 +133,9 @@ __host__ __device__ inline int part_record_words(int group) { return group * (kD
  */
 __host__ __device__ inline int omerge_record_words(int q_heads) { return q_heads * kD / 2 + 2 * q_heads; }
 
-__host__ __device__ inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
+// Host only: the plan sizes the workspace with it, and launch_megakernel passes it in the kernel's parameters (a
+// kernel that computed it held 38 more registers per thread, NOTES.md v22).
+inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
   Layout l{};
   size_t at = 0;
