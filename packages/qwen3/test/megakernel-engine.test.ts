@@ -195,6 +195,29 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     mk.dispose();
   });
 
+  it('matches the layered engine at hidden sizes whose RMSNorm takes two and three groups of 8 per thread', () => {
+    // 224 consumer threads; thread t normalises the 8-value groups t, t + 224, t + 448 and gathers the 4-value units
+    // t, t + 224, … in batches of 4. Hidden 2056: 257 groups (threads 0-32 take two), 514 units (one batch). Hidden
+    // 3784: 473 groups (threads 0-24 take three, the third with its norm weights loaded late), 946 units (two batches).
+    for (const hiddenSize of [2056, 3784]) {
+      const config = smallConfig({
+        hiddenSize,
+        numHeads: 4,
+        numKvHeads: 2,
+        headDim: 128,
+        intermediateSize: 264,
+        vocabSize: 300,
+      });
+      const layered = build('layered', config, 13, { maxContext: 96 });
+      const mk = build('megakernel', config, 13, { maxContext: 96, megakernelUntil: 96 });
+      const ids = randomIds(90, config.vocabSize, 29);
+      const want = trace(layered, ids, 30);
+      expectMatchesLayered(trace(mk, ids, 30), want);
+      layered.dispose();
+      mk.dispose();
+    }
+  });
+
   it('matches the cpu engine (f32 over the same bf16 weights) on short contexts, one chunk per head', () => {
     const config = CONFIGS[0]![1];
     const cpu = createCpuEngine(config, randomWeights(config, 9, 'bf16'), { maxContext: 64 });
