@@ -21,9 +21,6 @@ rounds 3 1,128,512,1024 256 "main $B X=1" "nrm $NRM X=1" "na $NA X=1" "nap $NAP 
 rounds 2 8,64,120 32 "w-main $B X=1" "w-nrm $NRM X=1" "w-na $NA X=1" "w-nap $NAP X=1"
 i=1; ab8 main $B X=1; ab8 na $NA X=1
 
-for v in main na; do
-  X=$B; [ $v = na ] && X=$NA
-  QK_MEGAKERNEL_TRACE=$R/trace-$v-p20.json timeout 100 $N $X bench decode --preset 0.6b --engines megakernel --positions 20 --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$v-p20.log 2>&1; echo "trace $v rc=$? $(elapsed)"
-done
+trace20 main $B X=1; trace20 na $NA X=1
 xz -T4 $R/trace-*.json
 echo "t=$(elapsed)"

@@ -12,9 +12,6 @@ gpu_tests_in NA2
 for v in nrm2 nrm4 att na2; do X=${v^^}; genw ${!X} greedy-$v.json 256 --engine megakernel --temperature 0; echo "greedy $v rc=$? $(ids $R/greedy-$v.json) (main: aa30529c)"; done
 rounds 3 1,128,512,1024 256 "main $B X=1" "nrm2 $NRM2 X=1" "nrm4 $NRM4 X=1" "att $ATT X=1" "na2 $NA2 X=1"
 rounds 2 8,64,120 32 "w-main $B X=1" "w-nrm2 $NRM2 X=1" "w-nrm4 $NRM4 X=1" "w-att $ATT X=1" "w-na2 $NA2 X=1"
-for v in main nrm2 att; do
-  X=$B; [ $v = nrm2 ] && X=$NRM2; [ $v = att ] && X=$ATT
-  QK_MEGAKERNEL_TRACE=$R/trace-$v-p20.json timeout 100 $N $X bench decode --preset 0.6b --engines megakernel --positions 20 --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$v-p20.log 2>&1; echo "trace $v rc=$? $(elapsed)"
-done
+trace20 main $B X=1; trace20 nrm2 $NRM2 X=1; trace20 att $ATT X=1
 xz -T4 $R/trace-*.json
 echo "t=$(elapsed)"

@@ -12,8 +12,6 @@ candidate_node od
 for k in 0 1500; do QK_MEGAKERNEL_O_POLL_DELAY_NS=$k genw $OD greedy-od$k.json 256 --engine megakernel --temperature 0; echo "greedy od $k rc=$? $(ids $R/greedy-od$k.json) (main: aa30529c)"; done
 rounds 3 1,128,512,1024 256 "main $B X=1" "od0 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=0" "od500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=500" "od1000 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=1000" "od1500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=1500" "od2500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=2500"
 rounds 2 8,64,120 32 "w-main $B X=1" "w-od0 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=0" "w-od500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=500" "w-od1000 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=1000" "w-od1500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=1500" "w-od2500 $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=2500"
-for k in 0 1500; do
-  QK_MEGAKERNEL_O_POLL_DELAY_NS=$k QK_MEGAKERNEL_TRACE=$R/trace-od$k-p20.json timeout 100 $N $OD bench decode --preset 0.6b --engines megakernel --positions 20 --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-od$k-p20.log 2>&1; echo "trace od$k rc=$? $(elapsed)"
-done
+for k in 0 1500; do trace20 od$k $OD QK_MEGAKERNEL_O_POLL_DELAY_NS=$k; done
 xz -T4 $R/trace-*.json
 echo "t=$(elapsed)"
