@@ -38,6 +38,8 @@ export interface E2eModel {
   readonly vocabSize: number;
   /** Bytes one decode step at `position` must read (weights once, KV cache up to the position). */
   bytesPerToken(position: number): number;
+  /** A line for the report's notes about how this engine reads its bytes (e.g. a screened LM head). */
+  readonly note?: string;
   /** Greedy generation of `maxTokens` tokens after the prompt `ids`. */
   generate(ids: number[], maxTokens: number): Promise<E2eStats>;
   /** Swaps module implementations (`{ rmsnorm: 'eager' }`); returns the undo. Absent when the engine cannot. */
@@ -205,6 +207,7 @@ async function forEachEngine<T>(
       notes.push(`engine ${engine} not measured: ${(e as Error).message}`);
       continue;
     }
+    if (model.note !== undefined) notes.push(model.note);
     try {
       out.push(await work(model));
     } finally {

@@ -228,6 +228,29 @@ describe('runDecodeSuite', () => {
   });
 });
 
+describe('runDecodeSuite notes', () => {
+  it("carries a model's note on how it reads its bytes into the report, once per engine", async () => {
+    const rng = new Rng(4);
+    const note = 'megakernel: greedy steps screen the LM head in int8';
+    const r = await runDecodeSuite({
+      backend: 'cuda',
+      open: async (engine) => ({
+        ...fakeModel(engine!, rng, []),
+        ...(engine === 'megakernel' ? { note } : {}),
+      }),
+      engines: ['layered', 'megakernel'],
+      positions: [1, 64],
+      tokens: 8,
+      runs: 1,
+      peers: false,
+      ceiling,
+    });
+    expect(validateReport(r)).toEqual([]);
+    expect(r.notes?.filter((n) => n === note)).toHaveLength(1);
+    expect(r.notes?.some((n) => n.startsWith('layered:'))).toBe(false);
+  });
+});
+
 describe('runPrefillSuite', () => {
   it('reports prefill ms per length with the HF eager ratio', async () => {
     process.env.QK_PYTHON = fakePython({

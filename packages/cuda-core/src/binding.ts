@@ -69,6 +69,12 @@ export type MegakernelPlan =
       workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       maxChunks: number;
+      /**
+       * Bytes per row of the LM head's int8 screen ({@link Binding.megakernelScreen}): greedy launches may then read
+       * about half the LM head's bytes and still take the same argmax. 0 where the megakernel cannot screen this
+       * model's LM head (claimed tiles, a hidden size that is not a multiple of 16).
+       */
+      screenRowBytes: number;
     }
   | { supported: false; reason: string };
 
@@ -441,7 +447,8 @@ export interface Binding {
    * inputNorm, qkv (`[q; k; v]` rows), qNorm, kNorm, o, postNorm, gateUp (`[gate; up]` rows), down, kCache, vCache
    * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each launch, which leaves
    * `[last token, position + steps]` in it; `result` (i32 `[token, error]`) receives the last argmax over ids below
-   * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits. Every wait
+   * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits (launches
+   * that screen the LM head write none). Every wait
    * inside the kernel gives up after `timeoutMs`. With `trace` (u64 `[grid][layers·17 + 3]`), each step writes globaltimer stamps
    * at its stage boundaries there (a diagnostic: see csrc/megakernel/NOTES.md). Returns a handle; the tensors
    * must outlive it.
@@ -470,6 +477,15 @@ export interface Binding {
     trace?: DevicePtr,
   ): number;
   /**
+   * Builds the LM head's int8 screen into `screen` (u8, `vocab · plan.screenRowBytes` bytes, 16-byte aligned; queued
+   * on the op stream) and lets the instance's greedy launches use it: such a launch streams the screen instead of
+   * the bf16 LM head, bounds every logit from it, and recomputes in bf16, with the unscreened arithmetic, only the
+   * rows whose bound reaches the best one, so it takes the same argmax; it writes no logits. Returns false, with
+   * nothing built, for an instance that claims its tiles (QK_MEGAKERNEL_CLAIM=1): the screen needs fixed shares. `0n`
+   * detaches the screen. The tensor must outlive the instance (or the detach).
+   */
+  megakernelScreen(handle: number, screen: DevicePtr): boolean;
+  /**
    * Queues one launch of `steps` (1–64, default 1) decode steps on the op stream: step s feeds its token to step
    * s + 1 on the device, and the launch leaves `[last token, position + steps]` in `state`. Each step's token is
    * published to pinned host memory as soon as it is known ({@link Binding.megakernelToken}). The token is the
@@ -477,6 +493,8 @@ export interface Binding {
    * `uniforms[s]` (one value in [0, 1) per step); with `topK` 0 the sampling arguments are not read. `steps` must
    * be 1 for an instance that records a trace. `position`, the launch's first position (the one in `state`), picks
    * the weight ring: the plan's short-context ring below its `shortRingUntil`, else (and when absent) the default.
+   * `screen` (default true): a greedy launch of an instance with a screen ({@link Binding.megakernelScreen}) uses
+   * it and leaves `logits` unwritten; false computes and writes every logit.
    */
   megakernelLaunch(
     handle: number,
@@ -486,6 +504,7 @@ export interface Binding {
     topP?: number,
     uniforms?: Float64Array,
     position?: number,
+    screen?: boolean,
   ): void;
   /**
    * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel

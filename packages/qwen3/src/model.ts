@@ -108,6 +108,11 @@ export class Qwen3Model {
   readonly engine: EngineName;
   /** KV-cache rows: prompt + generated tokens never exceed this. */
   readonly maxContext: number;
+  /**
+   * Whether greedy decode steps screen the LM head in int8 (the `megakernel` engine where it can): the same tokens,
+   * about half the LM head's bytes read per step.
+   */
+  readonly lmScreen: boolean;
   /** True when the weights are random (a preset): the text is meaningless. */
   readonly randomWeights: boolean;
   /** The preset name or directory the model came from. */
@@ -128,6 +133,7 @@ export class Qwen3Model {
     this.#engine = parts.engine;
     this.engine = parts.engine.name;
     this.maxContext = parts.engine.maxContext;
+    this.lmScreen = parts.engine.lmScreen ?? false;
     this.randomWeights = parts.randomWeights ?? false;
     this.source = parts.source ?? 'custom';
     this.samplingDefaults = parts.samplingDefaults ?? QWEN3_SAMPLING_DEFAULTS;

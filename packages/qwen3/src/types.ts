@@ -103,6 +103,11 @@ export interface Engine {
   readonly dtype: FloatDType;
   /** Cache rows: the longest prompt + generation this engine can hold. */
   readonly maxContext: number;
+  /**
+   * `megakernel` only: whether its greedy decode steps screen the LM head in int8 (bounds on every logit, bf16
+   * recomputation of the rows that can hold the argmax: the same tokens, about half the LM head's bytes).
+   */
+  readonly lmScreen?: boolean;
   /** Runs `ids` at positions `start…`, fills the cache, and returns the last position's logits (f32, `vocabSize`). */
   logits(ids: readonly number[], start: number): Float32Array;
   /**

@@ -32,6 +32,7 @@ struct Instance {
   uint64_t* host = nullptr;         // pinned, mapped: what the kernel publishes while it runs (args.host maps it)
   cudaEvent_t started = nullptr;    // recorded before the last launch: the kernel cannot have begun before it
   cudaEvent_t finished = nullptr;   // recorded after the last launch
+  const void* screen = nullptr;     // the LM head's int8 screen (megakernelScreen), or nullptr
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
@@ -123,6 +124,7 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
     o.Set("qkvQuads", plan.qkv_quads);
     o.Set("workspaceBytes", static_cast<double>(plan.workspace_bytes));
     o.Set("maxChunks", plan.max_chunks);
+    o.Set("screenRowBytes", plan.screen_rows > 0 ? static_cast<double>(megakernel_screen_row_bytes(d.hidden)) : 0.0);
     return o;
   });
 }
@@ -263,12 +265,40 @@ Instance& instance_at(const Args& a, size_t i) {
   return it->second;
 }
 
-// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms, position]): queues `steps` decode steps in
+// megakernelScreen(handle, screen) → attached: builds the LM head's int8 screen in `screen` (u8, vocab · plan
+// screenRowBytes bytes, 16-byte aligned; queued on the stream) and lets the instance's greedy launches screen the LM
+// head with it (MegakernelArgs::lm_screen). false, with nothing built, for an instance that claims its tiles
+// (QK_MEGAKERNEL_CLAIM=1 on a model whose plan takes fixed shares). A null `screen` detaches it.
+Napi::Value MegakernelScreen(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelScreen", [](const Args& a) -> Napi::Value {
+    a.expect_count(2);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Instance& inst = instance_at(a, 0);
+    void* screen = a.ptr(1, "screen", true);
+    if (screen == nullptr) {
+      inst.screen = nullptr;
+      return Napi::Boolean::New(a.env(), false);
+    }
+    const MegakernelDims& d = inst.args.dims;
+    if (inst.plan.screen_rows <= 0)
+      a.fail("screen", "cannot be used: this model's megakernel does not screen its LM head (its plan's screenRowBytes is 0)");
+    if (inst.args.claim != 0) return Napi::Boolean::New(a.env(), false);  // (the screen needs fixed shares)
+    if ((reinterpret_cast<uintptr_t>(screen) & 15) != 0) a.fail("screen", "must be 16-byte aligned");
+    a.check_range(screen, static_cast<size_t>(d.vocab * megakernel_screen_row_bytes(d.hidden)), "screen");
+    QK_CUDA_TRY("megakernelScreen", megakernel_screen_build(inst.args.lm_head, d.vocab, d.hidden, screen, stream()));
+    inst.screen = screen;
+    return Napi::Boolean::New(a.env(), true);
+  });
+}
+
+// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms, position, screen]): queues `steps` decode steps in
 // one launch (reads state; writes the logits of each step in turn, result, state; publishes each step's token to the
 // host as it is made). Each step takes its argmax, or with topK > 0 draws by `sample`'s rule (top-k ≤ 64,
 // temperature > 0, top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)); with topK = 0
 // the arguments after it are not read, except `position`: the launch's first position (the one in state), which
-// picks the weight ring (the plan's short-context ring below its shortRingUntil; absent: the default ring).
+// picks the weight ring (the plan's short-context ring below its shortRingUntil; absent: the default ring), and
+// `screen` (default true): a greedy launch of an instance with a screen (megakernelScreen) screens the LM head and
+// writes no logits; false computes every logit, as a launch without a screen does.
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelLaunch", [&info](const Args& a) -> Napi::Value {
     a.expect_count(1);
@@ -293,7 +323,8 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
         if (!(uniforms[s] >= 0.0 && uniforms[s] < 1.0)) a.fail("uniforms", "must lie in [0, 1)");
       }
     }
-    const int64_t position = a.count() > 6 ? a.int64(6, "position", 0, INT32_MAX) : -1;
+    const int64_t position = a.count() > 6 && !info[6].IsUndefined() ? a.int64(6, "position", 0, INT32_MAX) : -1;
+    const bool screen = a.count() > 7 ? a.boolean(7, "screen") : true;
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
@@ -309,6 +340,7 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.args.epoch = inst.last_epoch + 1;
     inst.args.steps = steps;
     inst.args.top_k = top_k;
+    inst.args.lm_screen = screen && top_k == 0 ? inst.screen : nullptr;
     inst.args.temperature = temperature;
     inst.args.top_p = top_p;
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
@@ -402,6 +434,7 @@ Napi::Value MegakernelDestroy(const Napi::CallbackInfo& info) {
 void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelPlan", MegakernelPlanFn);
   define(env, exports, "megakernelCreate", MegakernelCreate);
+  define(env, exports, "megakernelScreen", MegakernelScreen);
   define(env, exports, "megakernelLaunch", MegakernelLaunch);
   define(env, exports, "megakernelToken", MegakernelToken);
   define(env, exports, "megakernelReset", MegakernelReset);

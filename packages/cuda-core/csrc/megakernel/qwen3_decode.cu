@@ -34,7 +34,8 @@
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
-// best, merged per block); the last block to arrive reduces the blocks' bests (or merges their k best and draws
+// best, merged per block; greedy launches with a screen stream the LM head's int8 copy instead and recompute in bf16
+// only the rows that can hold the block's best: consume_screen); the last block to arrive reduces the blocks' bests (or merges their k best and draws
 // from them by `sample`'s rule, with the step's uniform) and publishes the token: to the other blocks (the next
 // step's embedding row) and to pinned host memory, where the host reads it while the kernel goes on. The last step
 // also leaves the state for the next launch. Rounding follows the layered engine (and HF): every projection output,
@@ -461,7 +462,9 @@ __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int l
       return {static_cast<const bf16*>(L.gate_up), d.ffn, d.hidden, d.ffn, 2};
     case kDown:
       return {static_cast<const bf16*>(L.down), d.hidden, d.ffn, 0, 1};
-    default:  // the LM head
+    default:  // the LM head, or its int8 screen (rows of hidden + 16 bytes, streamed as if bf16 of half the width)
+      if (a.lm_screen != nullptr)
+        return {static_cast<const bf16*>(a.lm_screen), d.vocab, megakernel_screen_row_bytes(d.hidden) / 2, 0, 1};
       return {static_cast<const bf16*>(a.lm_head), d.vocab, d.hidden, 0, 1};
   }
 }
@@ -1132,6 +1135,182 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
     // acquires them all before its TMA copy overwrites the slot). One arrival per warp after __syncwarp was measured
     // too, and compute-sanitizer's racecheck does not follow that ordering (NOTES.md v13, run 62n).
     mbar_arrive(&b.empty[slot]);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The LM head screened in int8 (greedy launches with MegakernelArgs::lm_screen)
+//
+// Every block quantises its copy of the final-normed x to integers of up to kScreenLevels(hidden) (one scale for the
+// vector), streams the screen's rows (int8 weights w8 on a per-row scale s, and bounds e ≥ |w − s·w8| and
+// n ≥ |w| + e in the 2-norm) instead of the bf16 rows, and takes each row's dot exactly in integers. For x = sx·x16 + dx,
+// the row's logit before rounding lies within
+//   B = e·|x| + n·|dx| + 2^-10·n·|x|
+// of s·sx·(w8 · x16): the first two terms bound (w − s·w8)·x + s·w8·dx, the last covers the float rounding of both
+// that value and the unscreened fp32 dot (a chain of at most a few dozen roundings of 2^-24 each). The block keeps
+// each row's upper bound and the best lower bound T over its rows below vocab_limit. A row whose bf16 logit can
+// equal the block's best is at least T − (one bf16 step at T) ≤ T − 2^-6·|T|, so only the rows whose upper bound
+// reaches that are recomputed, from the bf16 LM head with the unscreened code's arithmetic; their bests go to the
+// step's argmax as before. So the argmax is the unscreened one, id for id, and the step reads about half the bytes.
+
+constexpr int kScreenMeta = 16;  // bytes of floats after a screen row's weights
+
+/** The integer range of the screened x: |w8 · x16| stays below 2^31 (|w8| ≤ 127), at most 16383 levels. */
+__device__ __forceinline__ int screen_levels(int hidden) {
+  const int cap = static_cast<int>(2147483647u / (127u * static_cast<unsigned>(hidden)));
+  return cap < 16383 ? cap : 16383;
+}
+
+/** Dot of 16 int8 weights (w) with 16 int16 inputs (xa: the first 8, xb: the next 8), accumulated exactly. */
+__device__ __forceinline__ int dot16_i8(const uint4 w, const uint4 xa, const uint4 xb, int acc) {
+  acc = __dp2a_lo(static_cast<int>(xa.x), static_cast<int>(w.x), acc);
+  acc = __dp2a_hi(static_cast<int>(xa.y), static_cast<int>(w.x), acc);
+  acc = __dp2a_lo(static_cast<int>(xa.z), static_cast<int>(w.y), acc);
+  acc = __dp2a_hi(static_cast<int>(xa.w), static_cast<int>(w.y), acc);
+  acc = __dp2a_lo(static_cast<int>(xb.x), static_cast<int>(w.z), acc);
+  acc = __dp2a_hi(static_cast<int>(xb.y), static_cast<int>(w.z), acc);
+  acc = __dp2a_lo(static_cast<int>(xb.z), static_cast<int>(w.w), acc);
+  acc = __dp2a_hi(static_cast<int>(xb.w), static_cast<int>(w.w), acc);
+  return acc;
+}
+
+/** A global 16-byte load through L2 (the candidate rows were asked into L2 during the screen). */
+__device__ __forceinline__ uint4 ldg128_cg(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+/**
+ * The LM-head stage of a screened greedy step (fixed shares: the block's rows are [u0, u1)): the screen's tiles from
+ * the ring, then the candidates' bf16 rows from the LM head. Leaves the warp's best (lane 0) in `best`, as
+ * consume_gemv does for the unscreened stage. Uses the union after x: x16 (hidden int16), then one float per row.
+ */
+__device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Block& b, RingPos& at, Best& best) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int hidden = static_cast<int>(a.dims.hidden);
+  const int rowb = hidden + kScreenMeta;
+  int16_t* x16 = reinterpret_cast<int16_t*>(b.x + hidden);
+  float* upper = reinterpret_cast<float*>(x16 + hidden);
+  float* red = b.red;  // [0, 7): max |x|, [7, 14): Σ x², [14, 21): Σ dx², [21, 28): the warps' best lower bounds
+  // 1. x: its largest magnitude and its norm, then x16 and the norm of what it leaves out. (A NaN or infinity in x
+  // makes every row a candidate: the unscreened arithmetic then decides, as it would have.)
+  float m = 0.f, xx = 0.f;
+  bool bad = false;
+  for (int i = threadIdx.x; i < hidden; i += kConsumers) {
+    const float v = bf(b.x[i]);
+    bad |= !isfinite(v);
+    m = fmaxf(m, fabsf(v));
+    xx = fmaf(v, v, xx);
+  }
+  m = warp_max(m);
+  xx = warp_sum(xx);
+  bad = __any_sync(0xffffffffu, bad);
+  consumer_sync();  // red was last read by the final norm
+  if (lane == 0) {
+    red[warp] = bad ? INFINITY : m;
+    red[kConsumerWarps + warp] = xx;
+  }
+  consumer_sync();
+  m = 0.f;
+  xx = 0.f;
+  for (int w = 0; w < kConsumerWarps; w++) {
+    m = fmaxf(m, red[w]);
+    xx += red[kConsumerWarps + w];
+  }
+  bad = !(m < INFINITY);
+  const float levels = static_cast<float>(screen_levels(hidden));
+  const float inv = m > 0.f && !bad ? levels / m : 0.f;
+  const float sx = m > 0.f && !bad ? m / levels : 0.f;
+  float dd = 0.f;
+  for (int i = threadIdx.x; i < hidden; i += kConsumers) {
+    const float v = bf(b.x[i]);
+    const float q = fminf(fmaxf(rintf(v * inv), -levels), levels);
+    x16[i] = static_cast<int16_t>(q);
+    const float dx = fmaf(-q, sx, v);
+    dd = fmaf(dx, dx, dd);
+  }
+  dd = warp_sum(dd);
+  if (lane == 0) red[2 * kConsumerWarps + warp] = dd;
+  consumer_sync();  // x16 and the sums
+  dd = 0.f;
+  for (int w = 0; w < kConsumerWarps; w++) dd += red[2 * kConsumerWarps + w];
+  // The norms, rounded up generously (their own float sums are off by far less than 2^-10).
+  const float nx = sqrtf(xx) * (1.f + 0x1p-10f), ndx = sqrtf(dd) * (1.f + 0x1p-10f) + 0x1p-100f;
+
+  // 2. The screen's rows: a row pair per warp turn, as consume_gemv's pairs.
+  const StageShape s = stage_shape(a, -1, -1);
+  int64_t u0 = 0, u1 = 0;
+  stage_range(s.units, u0, u1);
+  const int chunks = hidden / 16;
+  float lower = -INFINITY;  // the warp's best lower bound so far (every lane holds it)
+  int turns = 0, mine = warp;
+  for (bool last = false; !last; ring_next(at, a.slots)) {
+    const int slot = at.slot;
+    if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
+    const uint2 desc = b.desc[slot];
+    const int64_t t0 = desc.x;
+    const int n = static_cast<int>(desc.y & 0x7fffffffu);
+    last = n == 0 || (desc.y >> 31) != 0;
+    const uint8_t* tile = b.slots + static_cast<unsigned>(slot) * static_cast<unsigned>(a.slot_bytes);
+    const int first = mine - turns;
+    turns += (n + 1) / 2;
+    for (int r = 2 * first; r < n; r += 2 * kConsumerWarps) {
+      mine += kConsumerWarps;
+      const uint8_t* row = tile + r * rowb;
+      int acc0 = 0, acc1 = 0;
+      for (int c = lane; c < chunks; c += 32) {
+        const uint4 xa = lds128(x16 + c * 16), xb = lds128(x16 + c * 16 + 8);
+        acc0 = dot16_i8(lds128(row + c * 16), xa, xb, acc0);
+        acc1 = dot16_i8(lds128(row + rowb + c * 16), xa, xb, acc1);
+      }
+      acc0 = __reduce_add_sync(0xffffffffu, acc0);
+      acc1 = __reduce_add_sync(0xffffffffu, acc1);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t u = t0 + r + h;
+        if (h == 1 && r + 1 >= n) break;  // an odd vocabulary's last row
+        const uint4 mr = lds128(row + h * rowb + hidden);
+        const float sr = __uint_as_float(mr.x), er = __uint_as_float(mr.y), nr = __uint_as_float(mr.z);
+        const float c = static_cast<float>(h == 0 ? acc0 : acc1) * sr * sx;
+        const float bound = fmaf(er, nx, fmaf(nr, ndx, nr * nx * 0x1p-10f));
+        const bool live = u < a.vocab_limit;
+        const float up = live ? c + bound : -INFINITY;
+        if (live) lower = fmaxf(lower, c - bound);
+        if (lane == 0) upper[u - u0] = up;
+        // A row that may be a candidate by the bound so far is asked into L2 now (its 16-line bf16 row), so that its
+        // recomputation below meets L2, not HBM.
+        if (live && lane < hidden / 64 && (bad || up >= lower - fabsf(lower) * 0x1p-6f))
+          asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(
+              static_cast<const bf16*>(a.lm_head) + u * hidden + lane * 64));
+      }
+    }
+    mbar_arrive(&b.empty[slot]);
+  }
+  // 3. The block's best lower bound, and the candidates recomputed as the unscreened stage computes them.
+  if (lane == 0) red[3 * kConsumerWarps + warp] = lower;
+  consumer_sync();  // the bounds and `upper`
+  float t = -INFINITY;
+  for (int w = 0; w < kConsumerWarps; w++) t = fmaxf(t, red[3 * kConsumerWarps + w]);
+  const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
+  const int rows = static_cast<int>(u1 - u0);
+  const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
+  for (int base = warp * 32; base < rows; base += kConsumers) {
+    const int i = base + lane;
+    const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || (upper[i] >= thr && upper[i] > -INFINITY));
+    for (unsigned hits = __ballot_sync(0xffffffffu, cand); hits != 0; hits &= hits - 1) {
+      const int64_t u = u0 + base + __ffs(hits) - 1;
+      const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;
+      float acc = 0.f;
+#pragma unroll 4
+      for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ldg128_cg(row + c), lds128(b.x + c), acc);
+      acc = warp_sum(acc);
+      const float v = round_bf(acc);
+      if (lane == 0 && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
+    }
   }
   return true;
 }
@@ -1830,11 +2009,13 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
 
 /**
  * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax; G: query heads per KV head (the
- * model's, checked by the plan). One instantiation per pair, so that each carries only the code it runs: the argmax
- * kernel no sampling code (with it, greedy steps measured 2–3% slower: NOTES.md, v8), and each kernel one attention
- * (with all four group sizes in one kernel, its code was 333 KB and 231 registers; NOTES.md, v12).
+ * model's, checked by the plan); kScreen (argmax only): the LM head is screened (a.lm_screen, consume_screen). One
+ * instantiation per combination, so that each carries only the code it runs: the argmax kernel no sampling code (with
+ * it, greedy steps measured 2–3% slower: NOTES.md, v8), each kernel one attention (with all four group sizes in one
+ * kernel, its code was 333 KB and 231 registers; NOTES.md, v12), and the unscreened argmax kernel no screen (with it,
+ * 10 µs per token slower at Qwen3-0.6B positions 1-1024: NOTES.md, v25).
  */
-template <bool kSample, int G>
+template <bool kSample, int G, bool kScreen = false>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
@@ -1992,7 +2173,12 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                           static_cast<const bf16*>(a.final_norm), d.hidden, a.eps))
       return;
     stamp(a, ev_end);
-    if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
+    if constexpr (kScreen) {
+      static_assert(!kSample, "only argmax steps screen the LM head");
+      if (!consume_screen(a, b, at, best)) return;
+    } else if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) {
+      return;
+    }
     stamp(a, ev_end + 1);
     bool ok;
     if constexpr (kSample) ok = step_sample(a, b, lay, top, step, pos);
@@ -2003,13 +2189,20 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
 
 using DecodeKernel = void (*)(MegakernelArgs);
 
-/** The kernel for a model's query group (1 to 4: the plan refuses others) and the steps' draw. */
-DecodeKernel decode_kernel(const MegakernelDims& d, bool sample) {
+/**
+ * The kernel for a model's query group (1 to 4: the plan refuses others), the steps' draw, and (argmax steps) whether
+ * the LM head is screened.
+ */
+DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen = false) {
   switch (d.q_heads / d.kv_heads) {
-    case 1: return sample ? qwen3_decode_kernel<true, 1> : qwen3_decode_kernel<false, 1>;
-    case 2: return sample ? qwen3_decode_kernel<true, 2> : qwen3_decode_kernel<false, 2>;
-    case 3: return sample ? qwen3_decode_kernel<true, 3> : qwen3_decode_kernel<false, 3>;
-    default: return sample ? qwen3_decode_kernel<true, 4> : qwen3_decode_kernel<false, 4>;
+    case 1:
+      return sample ? qwen3_decode_kernel<true, 1> : screen ? qwen3_decode_kernel<false, 1, true> : qwen3_decode_kernel<false, 1>;
+    case 2:
+      return sample ? qwen3_decode_kernel<true, 2> : screen ? qwen3_decode_kernel<false, 2, true> : qwen3_decode_kernel<false, 2>;
+    case 3:
+      return sample ? qwen3_decode_kernel<true, 3> : screen ? qwen3_decode_kernel<false, 3, true> : qwen3_decode_kernel<false, 3>;
+    default:
+      return sample ? qwen3_decode_kernel<true, 4> : screen ? qwen3_decode_kernel<false, 4, true> : qwen3_decode_kernel<false, 4>;
   }
 }
 
@@ -2059,7 +2252,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   int per_sm = 1;
-  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true)}) {
+  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true)}) {
     cudaFuncAttributes attr{};
     QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
     const int cap = optin - static_cast<int>(attr.sharedSizeBytes);  // (the kernel's static shared memory counts too)
@@ -2104,6 +2297,13 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
   // on models that claim tiles, where the others' bandwidth is the limit.
   plan->skip_items = plan->claim ? sms / 4 : sms / 2;
+  // Greedy launches may screen the LM head (MegakernelArgs::lm_screen) where the block's rows are a fixed share
+  // (consume_screen keeps a bound per row, after x and its int16 copy in the union) and rows are 16-byte pieces.
+  const int64_t share = 2 * (((d.vocab + 1) / 2 + sms - 1) / sms);
+  plan->screen_rows =
+      !plan->claim && d.hidden % 16 == 0 && 4 * d.hidden + 4 * share <= static_cast<int64_t>(union_bytes(d))
+          ? static_cast<int>(share)
+          : 0;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;
   return cudaSuccess;
@@ -2119,6 +2319,8 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;
+  if (args.lm_screen != nullptr && (args.top_k != 0 || args.claim != 0 || plan.screen_rows <= 0))
+    return cudaErrorInvalidValue;
   if (args.top_k > 0) {
     if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||
         !(args.sample_scale > 0.0))
@@ -2133,9 +2335,64 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   config.stream = stream;
   MegakernelArgs launch = args;
   launch.layout = workspace_layout(args.dims, plan.grid, plan.max_chunks);
-  const cudaError_t launched = cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0), launch);
+  const cudaError_t launched =
+      cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0, args.lm_screen != nullptr), launch);
   const cudaError_t last = cudaGetLastError();
   return launched != cudaSuccess ? launched : last;
+}
+
+namespace {
+
+/** One warp per row of the LM head: its int8 screen row (consume_screen describes what the floats bound). */
+__global__ void screen_build_kernel(const bf16* w, int64_t vocab, int hidden, uint8_t* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (row >= vocab) return;
+  const bf16* src = w + row * hidden;
+  uint8_t* dst = out + row * (hidden + kScreenMeta);
+  float m = 0.f;
+  bool bad = false;
+  for (int i = lane; i < hidden; i += 32) {
+    const float v = bf(src[i]);
+    bad |= !isfinite(v);
+    m = fmaxf(m, fabsf(v));
+  }
+  m = warp_max(m);
+  bad = __any_sync(0xffffffffu, bad);
+  const float s = bad ? 0.f : m / 127.f;
+  double e2 = 0.0, n2 = 0.0;
+  for (int i = lane; i < hidden; i += 32) {
+    const float v = bf(src[i]);
+    const float q = s > 0.f ? fminf(fmaxf(rintf(v / s), -127.f), 127.f) : 0.f;
+    dst[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    const double e = static_cast<double>(v) - static_cast<double>(s) * static_cast<double>(q);  // exact
+    e2 += e * e;
+    n2 += static_cast<double>(v) * static_cast<double>(v);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    e2 += __shfl_xor_sync(0xffffffffu, e2, o);
+    n2 += __shfl_xor_sync(0xffffffffu, n2, o);
+  }
+  if (lane == 0) {
+    const double e = sqrt(e2) * (1.0 + 1e-9), n = sqrt(n2) * (1.0 + 1e-9) + e;
+    const float4 meta = make_float4(s, bad ? INFINITY : __double2float_ru(e), bad ? INFINITY : __double2float_ru(n), 0.f);
+    *reinterpret_cast<float4*>(dst + hidden) = meta;
+  }
+}
+
+}  // namespace
+
+cudaError_t megakernel_screen_build(const void* lm_head, int64_t vocab, int64_t hidden, void* out,
+                                    cudaStream_t stream) {
+  if (lm_head == nullptr || out == nullptr || vocab <= 0 || vocab > (1 << 24) || hidden <= 0 || hidden % 16 != 0 ||
+      hidden > (1 << 20) || (reinterpret_cast<uintptr_t>(out) & 15) != 0)
+    return cudaErrorInvalidValue;
+  constexpr int kRowsPerBlock = 8;
+  const unsigned blocks = static_cast<unsigned>((vocab + kRowsPerBlock - 1) / kRowsPerBlock);
+  screen_build_kernel<<<blocks, kRowsPerBlock * 32, 0, stream>>>(static_cast<const bf16*>(lm_head), vocab,
+                                                                  static_cast<int>(hidden), static_cast<uint8_t*>(out));
+  return cudaGetLastError();
 }
 
 }  // namespace qk

@@ -87,7 +87,17 @@ struct MegakernelPlan {
   int max_chunks = 0;     // attention chunks per KV head, at most
   int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
                           // grid with fixed shares, a quarter with claimed tiles: NOTES.md v12)
+  // LM-head rows of one block at most when greedy launches may screen the LM head (MegakernelArgs::lm_screen); 0
+  // when they cannot: claimed tiles, a hidden size that is not a multiple of 16, or no room in shared memory.
+  int screen_rows = 0;
 };
+
+/** Bytes of one row of the LM head's int8 screen: the row's int8 weights, then 16 bytes of floats (its scale, a
+ * bound on its rounding error's norm, a bound on its norm, 0). */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline int64_t megakernel_screen_row_bytes(int64_t hidden) { return hidden + 16; }
 
 /** Everything one decode step reads and writes. */
 struct MegakernelArgs {
@@ -121,7 +131,12 @@ struct MegakernelArgs {
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
                                      // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
-  void* logits = nullptr;            // [vocab] bf16
+  void* logits = nullptr;            // [vocab] bf16 (not written by a screened launch: lm_screen)
+  // Greedy launches only (top_k 0), or nullptr: the LM head's int8 screen (megakernel_screen_build, rows of
+  // megakernel_screen_row_bytes). The step then streams the screen instead of the bf16 LM head, bounds every logit
+  // from it, and recomputes in bf16 (the unscreened arithmetic, from the LM head) only the rows whose bound reaches
+  // the block's best lower bound, so its argmax is the same id; the logits are not written.
+  const void* lm_screen = nullptr;
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows
   int64_t vocab_limit = 0;           // argmax (or sample) over ids below this
@@ -184,5 +199,14 @@ cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, co
  * megakernel_plan for the same dims.
  */
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream);
+
+/**
+ * Queues the build of the LM head's int8 screen (`vocab` rows of megakernel_screen_row_bytes(hidden) bytes at `out`,
+ * 16-byte aligned) from the bf16 LM head `lm_head` ([vocab, hidden], hidden a multiple of 16). Each row keeps its
+ * weights rounded to int8 on a scale of its largest magnitude / 127, that scale, and upper bounds on the norms of
+ * its rounding error and of the row (+infinity for a row with a NaN or infinite weight).
+ */
+cudaError_t megakernel_screen_build(const void* lm_head, int64_t vocab, int64_t hidden, void* out,
+                                    cudaStream_t stream);
 
 }  // namespace qk

@@ -6,7 +6,14 @@
  */
 import { cudaBinding, nativeCall } from '../backend/cuda.js';
 import { checkShape } from '../check.js';
-import { QkCudaError, QkDeviceError, QkDisposedError, QkDtypeError, QkValueError } from '../errors.js';
+import {
+  QkCudaError,
+  QkDeviceError,
+  QkDisposedError,
+  QkDtypeError,
+  QkOutOfMemoryError,
+  QkValueError,
+} from '../errors.js';
 import { Tensor } from '../tensor.js';
 import { dtypeCode, ptr } from './common.js';
 import { cudaInvFreq } from './elementwise.js';
@@ -56,6 +63,11 @@ export type MegakernelPlan =
       readonly workspaceBytes: number;
       /** Attention chunks per KV head, at most. */
       readonly maxChunks: number;
+      /**
+       * Bytes per row of the LM head's int8 screen (see {@link MegakernelSpec.screen}); 0 where the megakernel cannot
+       * screen this model's LM head (claimed tiles, a hidden size that is not a multiple of 16).
+       */
+      readonly screenRowBytes: number;
     }
   | { readonly supported: false; readonly reason: string };
 
@@ -97,6 +109,15 @@ export interface MegakernelSpec extends MegakernelDims {
    * ({@link Qwen3Megakernel.traceSummary}). A diagnostic: it costs a copy of the stamps after every step.
    */
   readonly trace?: boolean;
+  /**
+   * Screen the LM head in greedy launches (default true where the plan allows it, unless the environment variable
+   * QK_MEGAKERNEL_SCREEN is 0). The instance then holds an int8 copy of the LM head with per-row scales and error
+   * bounds (`vocab · plan.screenRowBytes` bytes of GPU memory). A screened step streams that copy instead of the
+   * bf16 LM head, bounds every logit from it, and recomputes in bf16 (the unscreened arithmetic) only the rows
+   * whose bound reaches the best one: the same argmax, id for id, from about half the LM head's bytes. It writes no
+   * logits. Where the copy cannot be allocated, the instance runs unscreened.
+   */
+  readonly screen?: boolean;
 }
 
 /** Stage names of the trace stamps of a layer (each stamp closes the stage named here). */
@@ -176,6 +197,11 @@ function defaultTimeoutMs(): number {
   return Number.isSafeInteger(n) && n > 0 ? n : 2000;
 }
 
+/** Whether instances screen the LM head when their spec does not say: yes, unless QK_MEGAKERNEL_SCREEN is 0. */
+function screenByDefault(): boolean {
+  return (typeof process !== 'undefined' ? process.env.QK_MEGAKERNEL_SCREEN : undefined) !== '0';
+}
+
 /** Checks a launch's sampling parameters (the binding checks them again), naming the field at fault. */
 function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
   const most = Qwen3Megakernel.MAX_TOP_K;
@@ -212,9 +238,14 @@ function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
  */
 export class Qwen3Megakernel {
   readonly plan: Extract<MegakernelPlan, { supported: true }>;
-  /** bf16 `[1, vocab]`: the last step's logits. */
+  /**
+   * bf16 `[1, vocab]`: the last step's logits, written by {@link step} and by launches that ask for them (a greedy
+   * launch of a screened instance writes none: {@link screened}).
+   */
   readonly logits: Tensor<'bf16'>;
   #handle: number | null;
+  /** The LM head's int8 screen, when greedy launches use one. */
+  #screen: Tensor<'u8'> | null = null;
   readonly #state: Tensor<'i32'>;
   readonly #result: Tensor<'i32'>;
   readonly #workspace: Tensor<'u8'>;
@@ -344,6 +375,39 @@ export class Qwen3Megakernel {
       for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace]) t?.dispose();
       throw e;
     }
+    if (plan.screenRowBytes > 0 && (spec.screen ?? screenByDefault())) {
+      try {
+        this.#attachScreen(vocab * plan.screenRowBytes);
+      } catch (e) {
+        this.dispose();
+        throw e;
+      }
+    }
+  }
+
+  /** Builds the LM head's screen and hands it to the instance; without the memory for it, runs unscreened. */
+  #attachScreen(bytes: number): void {
+    const op = 'Qwen3Megakernel';
+    let screen: Tensor<'u8'>;
+    try {
+      screen = Tensor.empty([bytes], 'u8', 'cuda');
+    } catch (e) {
+      if (e instanceof QkOutOfMemoryError) return; // (the screen only saves time)
+      throw e;
+    }
+    const h = this.#handle!;
+    let attached = false;
+    try {
+      attached = nativeCall(op, () => cudaBinding(op).megakernelScreen(h, ptr(screen)));
+    } finally {
+      if (!attached) screen.dispose(); // (an instance that claims its tiles runs unscreened)
+    }
+    if (attached) this.#screen = screen;
+  }
+
+  /** Whether greedy launches screen the LM head (and leave {@link logits} unwritten). */
+  get screened(): boolean {
+    return this.#screen !== null;
   }
 
   #live(op: string): number {
@@ -364,20 +428,28 @@ export class Qwen3Megakernel {
 
   /**
    * Queues one decode step of `token` at `position` (its key and value land in cache row `position`; attention
-   * covers rows 0…position). Uploads the state only when it differs from what the previous launch left.
+   * covers rows 0…position), with every logit computed into {@link logits}. Uploads the state only when it differs
+   * from what the previous launch left.
    */
   step(token: number, position: number): void {
-    this.launch(token, position, 1);
+    this.launch(token, position, 1, undefined, { logits: true });
   }
 
   /**
    * Queues `steps` decode steps in one launch, from `token` at `position`: each step's token (its argmax, or with
    * `sampling` a draw by {@link sample}'s rule with that step's uniform) is the next step's input, on the device,
    * and each is published to the host the moment it is made ({@link token}). The cache rows position …
-   * position + steps − 1 are written; `logits` ends with the last step's. An instance that records a trace runs one
-   * step per launch.
+   * position + steps − 1 are written; `logits` ends with the last step's, unless the launch is greedy on a
+   * {@link screened} instance and `options.logits` is not true (the argmax is the same either way). An instance that
+   * records a trace runs one step per launch.
    */
-  launch(token: number, position: number, steps: number, sampling?: MegakernelSampling): void {
+  launch(
+    token: number,
+    position: number,
+    steps: number,
+    sampling?: MegakernelSampling,
+    options?: { readonly logits?: boolean },
+  ): void {
     const op = 'Qwen3Megakernel.launch';
     const h = this.#live('launch');
     if (!Number.isSafeInteger(token) || token < 0 || token >= this.#vocab) {
@@ -406,7 +478,7 @@ export class Qwen3Megakernel {
     this.#launched = null;
     nativeCall(op, () =>
       sampling === undefined
-        ? cudaBinding(op).megakernelLaunch(h, steps, 0, 1, 1, undefined, position)
+        ? cudaBinding(op).megakernelLaunch(h, steps, 0, 1, 1, undefined, position, options?.logits !== true)
         : cudaBinding(op).megakernelLaunch(
             h,
             steps,
@@ -554,7 +626,9 @@ export class Qwen3Megakernel {
         cudaBinding('Qwen3Megakernel.dispose').megakernelDestroy(h),
       );
     } finally {
-      for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace]) t?.dispose();
+      for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace, this.#screen])
+        t?.dispose();
+      this.#screen = null;
     }
   }
 

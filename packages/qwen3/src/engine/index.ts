@@ -34,6 +34,12 @@ export interface EngineOptions {
    * cache). Default {@link megakernelHandoff}, or QK_MEGAKERNEL_UNTIL.
    */
   readonly megakernelUntil?: number;
+  /**
+   * `megakernel` only: greedy steps screen the LM head in int8 and recompute in bf16 only the rows that can hold
+   * the argmax (the same tokens, about half the LM head's bytes, an int8 copy of it in GPU memory). Default true
+   * where the megakernel can, unless QK_MEGAKERNEL_SCREEN=0.
+   */
+  readonly megakernelScreen?: boolean;
 }
 
 /** Where an engine wants its weights, and in which dtype unless the caller asks for another. */

@@ -87,6 +87,12 @@ export interface LayeredEngineOptions {
    * the megakernel.
    */
   readonly megakernelUntil?: number;
+  /**
+   * Greedy megakernel steps screen the LM head in int8 and recompute in bf16 only the rows that can hold the
+   * argmax: the same tokens from about half the LM head's bytes, for an int8 copy of it in GPU memory. Default true
+   * where the megakernel can (fixed shares, hidden size a multiple of 16), unless QK_MEGAKERNEL_SCREEN=0.
+   */
+  readonly megakernelScreen?: boolean;
 }
 
 /**
@@ -337,6 +343,7 @@ export function createLayeredEngine(
         maxContext,
         vocabLimit,
         trace: traceFile !== undefined,
+        screen: options.megakernelScreen,
       });
     } catch (e) {
       // The fused weights and caches are this engine's own; the caller frees the rest of the weights.
@@ -747,6 +754,7 @@ export function createLayeredEngine(
   };
   const engine: Engine = {
     name: megakernel === null ? 'layered' : 'megakernel',
+    ...(megakernel === null ? {} : { lmScreen: megakernel.screened }),
     config,
     dtype,
     maxContext,
