@@ -1175,7 +1175,7 @@ __device__ __forceinline__ int dot16_i8(const uint4 w, const uint4 xa, const uin
   return acc;
 }
 
-/** A global 16-byte load through L2 (the candidate rows were asked into L2 during the screen). */
+/** A global 16-byte load through L2, not L1 (a candidate row is read once). */
 __device__ __forceinline__ uint4 ldg128_cg(const void* p) {
   uint4 v;
   asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -1281,11 +1281,9 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const float up = live ? c + bound : -INFINITY;
         if (live) lower = fmaxf(lower, c - bound);
         if (lane == 0) upper[u - u0] = up;
-        // A row that may be a candidate by the bound so far is asked into L2 now (its 16-line bf16 row), so that its
-        // recomputation below meets L2, not HBM.
-        if (live && lane < hidden / 64 && (bad || up >= lower - fabsf(lower) * 0x1p-6f))
-          asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(
-              static_cast<const bf16*>(a.lm_head) + u * hidden + lane * 64));
+        // (No L2 request for rows that may become candidates: judged by the warp's bound so far, about 80 rows per
+        // block qualify, 16 times the candidates, and their lines, kept in L2, slowed the next step's layers: NOTES.md
+        // v25, run 74h.)
       }
     }
     mbar_arrive(&b.empty[slot]);
