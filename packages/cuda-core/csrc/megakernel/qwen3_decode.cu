@@ -1142,16 +1142,16 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
 // ---------------------------------------------------------------------------------------------------------------
 // The LM head screened in int8 (greedy launches with MegakernelArgs::lm_screen)
 //
-// Every block quantises its copy of the final-normed x to integers of up to kScreenLevels(hidden) (one scale for the
+// Every block quantises its copy of the final-normed x to integers of up to screen_levels(hidden) (one scale for the
 // vector), streams the screen's rows (int8 weights w8 on a per-row scale s, and bounds e ≥ |w − s·w8| and
 // n ≥ |w| + e in the 2-norm) instead of the bf16 rows, and takes each row's dot exactly in integers. For x = sx·x16 + dx,
 // the row's logit before rounding lies within
 //   B = e·|x| + n·|dx| + 2^-10·n·|x|
 // of s·sx·(w8 · x16): the first two terms bound (w − s·w8)·x + s·w8·dx, the last covers the float rounding of both
-// that value and the unscreened fp32 dot (a chain of at most a few dozen roundings of 2^-24 each). The block keeps
-// each row's upper bound and the best lower bound T over its rows below vocab_limit. A row whose bf16 logit can
-// equal the block's best is at least T − (one bf16 step at T) ≤ T − 2^-6·|T|, so only the rows whose upper bound
-// reaches that are recomputed, from the bf16 LM head with the unscreened code's arithmetic; their bests go to the
+// that value and the unscreened fp32 dot (per lane hidden / 256 FMAs, then 5 adds: below 2^-12 relative to n·|x| for
+// every hidden size the plan serves). The block keeps each row's upper bound and the best lower bound T over its rows
+// below vocab_limit. A row whose bf16 logit can equal the block's best lies above T − (one bf16 step at T), which is
+// at least T − 2^-6·|T|, so only the rows whose upper bound reaches that are recomputed, from the bf16 LM head with the unscreened code's arithmetic; their bests go to the
 // step's argmax as before. So the argmax is the unscreened one, id for id, and the step reads about half the bytes.
 
 constexpr int kScreenMeta = 16;  // bytes of floats after a screen row's weights
