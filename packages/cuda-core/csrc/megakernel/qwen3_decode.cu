@@ -35,11 +35,11 @@
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
 // best, merged per block; greedy launches with a screen stream the LM head's int8 copy instead and recompute in bf16
-// only the rows that can hold the block's best: consume_screen); the last block to arrive reduces the blocks' bests (or merges their k best and draws
-// from them by `sample`'s rule, with the step's uniform) and publishes the token: to the other blocks (the next
-// step's embedding row) and to pinned host memory, where the host reads it while the kernel goes on. The last step
-// also leaves the state for the next launch. Rounding follows the layered engine (and HF): every projection output,
-// norm output, SwiGLU output and residual sum is rounded to bf16 once.
+// only the rows that can hold the block's best: consume_screen); the last block to arrive reduces the blocks' bests
+// (or merges their k best and draws from them by `sample`'s rule, with the step's uniform) and publishes the token:
+// to the other blocks (the next step's embedding row) and to pinned host memory, where the host reads it while the
+// kernel goes on. The last step also leaves the state for the next launch. Rounding follows the layered engine (and
+// HF): every projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
 //
 // Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
 // error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
@@ -1144,17 +1144,18 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
 //
 // Every block quantises its copy of the final-normed x to integers of up to screen_levels(hidden) (one scale for the
 // vector), streams the screen's rows (int8 weights w8 on a per-row scale s, and bounds e ≥ |w − s·w8| and
-// n ≥ |w| + e in the 2-norm) instead of the bf16 rows, and takes each row's dot exactly in integers. For x = sx·x16 + dx,
-// the row's logit before rounding lies within
+// n ≥ |w| + e in the 2-norm) instead of the bf16 rows, and takes each row's dot exactly in integers. For
+// x = sx·x16 + dx, the row's logit before rounding lies within
 //   B = e·|x| + n·|dx| + 2^-10·n·|x|
 // of s·sx·(w8 · x16): the first two terms bound (w − s·w8)·x + s·w8·dx, the last covers the float rounding of both
 // that value and the unscreened fp32 dot (per lane hidden / 256 FMAs, then 5 adds: below 2^-12 relative to n·|x| for
 // every hidden size the plan serves). The block keeps each row's upper bound and the best lower bound T over its rows
 // below vocab_limit. A row whose bf16 logit can equal the block's best lies above T − (one bf16 step at T), which is
-// at least T − 2^-6·|T|, so only the rows whose upper bound reaches that are recomputed, from the bf16 LM head with the unscreened code's arithmetic; their bests go to the
-// step's argmax as before. So the argmax is the unscreened one, id for id, and the step reads about half the bytes.
+// at least T − 2^-6·|T|, so only the rows whose upper bound reaches that are recomputed, from the bf16 LM head with
+// the unscreened code's arithmetic; their bests go to the step's argmax as before. So the argmax is the unscreened
+// one, id for id, and the step reads about half the bytes.
 
-constexpr int kScreenMeta = 16;  // bytes of floats after a screen row's weights
+constexpr int kScreenMeta = kMegakernelScreenMeta;  // bytes of floats after a screen row's weights
 
 /** The integer range of the screened x: |w8 · x16| stays below 2^31 (|w8| ≤ 127), at most 16383 levels. */
 __device__ __forceinline__ int screen_levels(int hidden) {
@@ -2191,16 +2192,18 @@ using DecodeKernel = void (*)(MegakernelArgs);
  * The kernel for a model's query group (1 to 4: the plan refuses others), the steps' draw, and (argmax steps) whether
  * the LM head is screened.
  */
+template <int G>
+DecodeKernel decode_kernel_of(bool sample, bool screen) {
+  if (sample) return qwen3_decode_kernel<true, G>;
+  return screen ? qwen3_decode_kernel<false, G, true> : qwen3_decode_kernel<false, G>;
+}
+
 DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen = false) {
   switch (d.q_heads / d.kv_heads) {
-    case 1:
-      return sample ? qwen3_decode_kernel<true, 1> : screen ? qwen3_decode_kernel<false, 1, true> : qwen3_decode_kernel<false, 1>;
-    case 2:
-      return sample ? qwen3_decode_kernel<true, 2> : screen ? qwen3_decode_kernel<false, 2, true> : qwen3_decode_kernel<false, 2>;
-    case 3:
-      return sample ? qwen3_decode_kernel<true, 3> : screen ? qwen3_decode_kernel<false, 3, true> : qwen3_decode_kernel<false, 3>;
-    default:
-      return sample ? qwen3_decode_kernel<true, 4> : screen ? qwen3_decode_kernel<false, 4, true> : qwen3_decode_kernel<false, 4>;
+    case 1: return decode_kernel_of<1>(sample, screen);
+    case 2: return decode_kernel_of<2>(sample, screen);
+    case 3: return decode_kernel_of<3>(sample, screen);
+    default: return decode_kernel_of<4>(sample, screen);
   }
 }
 
@@ -2374,8 +2377,8 @@ __global__ void screen_build_kernel(const bf16* w, int64_t vocab, int hidden, ui
   }
   if (lane == 0) {
     const double e = sqrt(e2) * (1.0 + 1e-9), n = sqrt(n2) * (1.0 + 1e-9) + e;
-    const float4 meta = make_float4(s, bad ? INFINITY : __double2float_ru(e), bad ? INFINITY : __double2float_ru(n), 0.f);
-    *reinterpret_cast<float4*>(dst + hidden) = meta;
+    const float eu = bad ? INFINITY : __double2float_ru(e), nu = bad ? INFINITY : __double2float_ru(n);
+    *reinterpret_cast<float4*>(dst + hidden) = make_float4(s, eu, nu, 0.f);
   }
 }
 

@@ -92,12 +92,15 @@ struct MegakernelPlan {
   int screen_rows = 0;
 };
 
-/** Bytes of one row of the LM head's int8 screen: the row's int8 weights, then 16 bytes of floats (its scale, a
- * bound on its rounding error's norm, a bound on its norm, 0). */
+/** Bytes of floats after each row's weights in the LM head's int8 screen: its scale, a bound on its rounding error's
+ * norm, a bound on its norm, 0. */
+constexpr int kMegakernelScreenMeta = 16;
+
+/** Bytes of one row of the LM head's int8 screen: the row's int8 weights, then kMegakernelScreenMeta. */
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-inline int64_t megakernel_screen_row_bytes(int64_t hidden) { return hidden + 16; }
+inline int64_t megakernel_screen_row_bytes(int64_t hidden) { return hidden + kMegakernelScreenMeta; }
 
 /** Everything one decode step reads and writes. */
 struct MegakernelArgs {
