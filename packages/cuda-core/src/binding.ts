@@ -70,8 +70,8 @@ export type MegakernelPlan =
       /** Attention chunks per KV head, at most. */
       maxChunks: number;
       /**
-       * Bytes per row of the LM head's int8 screen ({@link Binding.megakernelScreen}): greedy launches may then read
-       * about half the LM head's bytes and still take the same argmax. 0 where the megakernel cannot screen this
+       * Bytes per row of the LM head's int8 screen ({@link Binding.megakernelScreen}): launches may then read about half
+       * the LM head's bytes and still take the same argmax, or draw from the same top-k. 0 where the megakernel cannot screen this
        * model's LM head (claimed tiles, a hidden size that is not a multiple of 16).
        */
       screenRowBytes: number;
@@ -478,9 +478,10 @@ export interface Binding {
   ): number;
   /**
    * Builds the LM head's int8 screen into `screen` (u8, `vocab · plan.screenRowBytes` bytes, 16-byte aligned; queued
-   * on the op stream) and lets the instance's greedy launches use it: such a launch streams the screen instead of
-   * the bf16 LM head, bounds every logit from it, and recomputes in bf16, with the unscreened arithmetic, only the
-   * rows whose bound reaches the best one, so it takes the same argmax; it writes no logits. Returns false, with
+   * on the op stream) and lets the instance's launches use it: such a launch streams the screen instead of the bf16
+   * LM head, bounds every logit from it, and recomputes in bf16, with the unscreened arithmetic, only the rows whose
+   * bound reaches the best one (greedy) or the top-k-th best (sampled), so it takes the same argmax, or draws from
+   * the same top-k logits; it writes no logits. Returns false, with
    * nothing built, for an instance that claims its tiles (QK_MEGAKERNEL_CLAIM=1): the screen needs fixed shares. `0n`
    * detaches the screen. The tensor must outlive the instance (or the detach).
    */
@@ -493,8 +494,8 @@ export interface Binding {
    * `uniforms[s]` (one value in [0, 1) per step); with `topK` 0 the sampling arguments are not read. `steps` must
    * be 1 for an instance that records a trace. `position`, the launch's first position (the one in `state`), picks
    * the weight ring: the plan's short-context ring below its `shortRingUntil`, else (and when absent) the default.
-   * `screen` (default true): a greedy launch of an instance with a screen ({@link Binding.megakernelScreen}) uses
-   * it and leaves `logits` unwritten; false computes and writes every logit.
+   * `screen` (default true): a launch of an instance with a screen ({@link Binding.megakernelScreen}) uses it and
+   * leaves `logits` unwritten; false computes and writes every logit.
    */
   megakernelLaunch(
     handle: number,

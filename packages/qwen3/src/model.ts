@@ -109,8 +109,8 @@ export class Qwen3Model {
   /** KV-cache rows: prompt + generated tokens never exceed this. */
   readonly maxContext: number;
   /**
-   * Whether greedy decode steps screen the LM head in int8 (the `megakernel` engine where it can): the same tokens,
-   * about half the LM head's bytes read per step.
+   * Whether decode steps, greedy and sampled with top-k 1–64, screen the LM head in int8 (the `megakernel` engine
+   * where it can): the same tokens, about half the LM head's bytes read per step.
    */
   readonly lmScreen: boolean;
   /** True when the weights are random (a preset): the text is meaningless. */

@@ -104,8 +104,9 @@ export interface Engine {
   /** Cache rows: the longest prompt + generation this engine can hold. */
   readonly maxContext: number;
   /**
-   * `megakernel` only: whether its greedy decode steps screen the LM head in int8 (bounds on every logit, bf16
-   * recomputation of the rows that can hold the argmax: the same tokens, about half the LM head's bytes).
+   * `megakernel` only: whether its decode steps, greedy and sampled with top-k 1–64, screen the LM head in int8
+   * (bounds on every logit, bf16 recomputation of the rows that can hold the argmax or the top-k: the same tokens,
+   * about half the LM head's bytes).
    */
   readonly lmScreen?: boolean;
   /** Runs `ids` at positions `start…`, fills the cache, and returns the last position's logits (f32, `vocabSize`). */

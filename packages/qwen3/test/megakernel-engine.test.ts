@@ -502,7 +502,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     plain.dispose();
   });
 
-  it('greedy launches screen the LM head and take the unscreened argmax id for id: exact ties, near ties, a vocabulary limit, x = 0', () => {
+  it('launches screen the LM head and take the unscreened argmax or draw id for id: exact ties, near ties, a vocabulary limit, x = 0, top-k 1-64', () => {
     const config = smallConfig({
       hiddenSize: 256,
       numHeads: 4,
@@ -523,22 +523,36 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     });
     expect(plan.supported && plan.screenRowBytes).toBe(H + 16);
     const base = randomWeights(config, 9, 'bf16');
-    // Rows 500-999 repeat rows 0-499, so every logit appears twice and the lower id must win each tie; row 1000 is
-    // row 3 with its first weight one bf16 step larger (a logit a rounding away from row 3's).
+    // Rows 500-999 repeat rows 0-499, so every logit appears twice and the lower id must win each tie (the argmax's,
+    // and the top-k's order and cut); row 1000 is row 3 with its first weight one bf16 step larger (a logit a
+    // rounding away from row 3's).
     const rows = base.lmHead.to('f32').data as Float32Array;
     for (let i = 500; i < 1000; i++) rows.copyWithin(i * H, (i - 500) * H, (i - 499) * H);
     rows.copyWithin(1000 * H, 3 * H, 4 * H);
     rows[1000 * H] = rows[3 * H]! * (1 + 2 ** -7);
     const lmHead = Tensor.fromStorage(rows, [V, H], 'f32').to('bf16') as Tensor<'bf16'>;
-    const cases: [string, typeof base, number | undefined][] = [
-      ['ties and near ties', { ...base, lmHead }, undefined],
-      ['a vocabulary limit of 999', { ...base, lmHead }, 999],
-      // A zero final norm makes x zero and every logit 0: every row is a candidate, and id 0 wins.
-      ['x = 0', { ...base, lmHead, norm: Tensor.zeros([H], 'bf16') }, undefined],
-    ];
+    const tied = { ...base, lmHead };
+    // A zero final norm makes x zero and every logit 0: every row is a candidate; id 0 wins, and the top k are 0…k−1.
+    const zero = { ...base, lmHead, norm: Tensor.zeros([H], 'bf16') };
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const cases: [string, typeof base, number | undefined, SamplingParams][] = [
+      ['greedy: ties and near ties', tied, undefined, greedy],
+      ['greedy: a vocabulary limit of 999', tied, 999, greedy],
+      ['greedy: x = 0', zero, undefined, greedy],
+      ['top-k 1: ties and near ties', tied, undefined, { temperature: 1, topK: 1, topP: 1, seed: 5 }],
+      [
+        'top-k 20, top-p 0.95: ties and near ties',
+        tied,
+        undefined,
+        { temperature: 1.5, topK: 20, topP: 0.95, seed: 6 },
+      ],
+      ['top-k 64: a vocabulary limit of 999', tied, 999, { temperature: 2, topK: 64, topP: 1, seed: 7 }],
+      ['top-k 7: x = 0', zero, undefined, { temperature: 1, topK: 7, topP: 1, seed: 8 }],
+    ];
     const maxContext = 72;
-    for (const [name, weights, vocabLimit] of cases) {
+    const prompt = randomIds(6, V, 31);
+    let greedyTies: number[] = [];
+    for (const [name, weights, vocabLimit, sampling] of cases) {
       const options = { maxContext, megakernelUntil: maxContext, vocabLimit };
       const mk = createEngine('megakernel', config, toCuda(weights), { ...options, megakernelSteps: 8 });
       const plain = createEngine('megakernel', config, toCuda(weights), {
@@ -546,26 +560,41 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
         megakernelScreen: false,
       });
       expect([mk.lmScreen, plain.lmScreen], name).toEqual([true, false]);
-      const prompt = randomIds(6, V, 31);
-      // `mk` decodes through next(): every step after the first in a screened launch. `plain` through logits():
-      // every logit, unscreened.
-      const got = [mk.next(prompt, 0, greedy, 0)];
+      // `mk` decodes through next(): every step after the first in a screened launch.
+      const got = [mk.next(prompt, 0, sampling, 0)];
       for (let p = prompt.length; p < maxContext; p++)
-        got.push(mk.next([got.at(-1)!], p, greedy, got.length));
-      const limit = vocabLimit ?? V;
-      const pick = (l: Float32Array) => argmax(l.subarray(0, limit));
-      const want = [pick(plain.logits(prompt, 0))];
-      let ties = 0;
-      for (let p = prompt.length; p < maxContext; p++) {
-        const l = plain.logits([want.at(-1)!], p);
-        const top = pick(l);
-        if (top < 500 && top + 500 < limit && l[top + 500] === l[top]) ties++;
-        want.push(top);
+        got.push(mk.next([got.at(-1)!], p, sampling, got.length));
+      if (sampling.temperature === 0) {
+        // `plain` through logits(): every logit, unscreened.
+        const limit = vocabLimit ?? V;
+        const pick = (l: Float32Array) => argmax(l.subarray(0, limit));
+        const want = [pick(plain.logits(prompt, 0))];
+        let ties = 0;
+        for (let p = prompt.length; p < maxContext; p++) {
+          const l = plain.logits([want.at(-1)!], p);
+          const top = pick(l);
+          if (top < 500 && top + 500 < limit && l[top + 500] === l[top]) ties++;
+          want.push(top);
+        }
+        expect(got, name).toEqual(want);
+        if (name === 'greedy: x = 0') expect(want.every((t) => t === 0)).toBe(true);
+        // (With duplicated rows the best logit is tied unless it is row 1000's, or its twin lies past the limit.)
+        else expect(ties, name).toBeGreaterThanOrEqual((maxContext - prompt.length) / 2);
+        if (name === 'greedy: ties and near ties') greedyTies = want;
+      } else {
+        // `plain` draws in unscreened launches, from every logit, with the same uniforms.
+        const want = [plain.next(prompt, 0, sampling, 0)];
+        for (let p = prompt.length; p < maxContext; p++)
+          want.push(plain.next([want.at(-1)!], p, sampling, want.length));
+        expect(got, name).toEqual(want);
+        const distinct = new Set(want).size;
+        if (sampling.topK === 1)
+          expect(want, name).toEqual(greedyTies); // the argmax, ties to the lower id
+        else if (name === 'top-k 7: x = 0') {
+          expect(want.every((t) => t < 7)).toBe(true);
+          expect(distinct).toBeGreaterThanOrEqual(3);
+        } else expect(distinct, name).toBeGreaterThanOrEqual(10); // the draws reach past the first few candidates
       }
-      expect(got, name).toEqual(want);
-      if (name === 'x = 0') expect(want.every((t) => t === 0)).toBe(true);
-      // (With duplicated rows the best logit is tied unless it is row 1000's, or its twin lies past the limit.)
-      else expect(ties, name).toBeGreaterThanOrEqual((maxContext - prompt.length) / 2);
       mk.dispose();
       plain.dispose();
     }

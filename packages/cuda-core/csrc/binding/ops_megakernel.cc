@@ -266,8 +266,8 @@ Instance& instance_at(const Args& a, size_t i) {
 }
 
 // megakernelScreen(handle, screen) → attached: builds the LM head's int8 screen in `screen` (u8, vocab · plan
-// screenRowBytes bytes, 16-byte aligned; queued on the stream) and lets the instance's greedy launches screen the LM
-// head with it (MegakernelArgs::lm_screen). false, with nothing built, for an instance that claims its tiles
+// screenRowBytes bytes, 16-byte aligned; queued on the stream) and lets the instance's launches, greedy and sampled,
+// screen the LM head with it (MegakernelArgs::lm_screen). false, with nothing built, for an instance that claims its tiles
 // (QK_MEGAKERNEL_CLAIM=1 on a model whose plan takes fixed shares). A null `screen` detaches it.
 Napi::Value MegakernelScreen(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelScreen", [](const Args& a) -> Napi::Value {
@@ -297,8 +297,8 @@ Napi::Value MegakernelScreen(const Napi::CallbackInfo& info) {
 // temperature > 0, top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)); with topK = 0
 // the arguments after it are not read, except `position`: the launch's first position (the one in state), which
 // picks the weight ring (the plan's short-context ring below its shortRingUntil; absent: the default ring), and
-// `screen` (default true): a greedy launch of an instance with a screen (megakernelScreen) screens the LM head and
-// writes no logits; false computes every logit, as a launch without a screen does.
+// `screen` (default true): a launch of an instance with a screen (megakernelScreen) screens the LM head and writes no
+// logits; false computes every logit, as a launch without a screen does.
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelLaunch", [&info](const Args& a) -> Napi::Value {
     a.expect_count(1);
@@ -340,7 +340,7 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.args.epoch = inst.last_epoch + 1;
     inst.args.steps = steps;
     inst.args.top_k = top_k;
-    inst.args.lm_screen = screen && top_k == 0 ? inst.screen : nullptr;
+    inst.args.lm_screen = screen ? inst.screen : nullptr;
     inst.args.temperature = temperature;
     inst.args.top_p = top_p;
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));

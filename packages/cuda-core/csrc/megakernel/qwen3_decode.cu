@@ -34,8 +34,8 @@
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
-// best, merged per block; greedy launches with a screen stream the LM head's int8 copy instead and recompute in bf16
-// only the rows that can hold the block's best: consume_screen); the last block to arrive reduces the blocks' bests
+// best, merged per block; launches with a screen stream the LM head's int8 copy instead and recompute in bf16 only
+// the rows that can hold the block's best or k best: consume_screen); the last block to arrive reduces the blocks' bests
 // (or merges their k best and draws from them by `sample`'s rule, with the step's uniform) and publishes the token:
 // to the other blocks (the next step's embedding row) and to pinned host memory, where the host reads it while the
 // kernel goes on. The last step also leaves the state for the next launch. Rounding follows the layered engine (and
@@ -961,6 +961,8 @@ struct TopK {
   unsigned long long e0, e1, thr;
   int bad;
 };
+constexpr int kMaxTopK = kMegakernelMaxTopK;
+static_assert(kMaxTopK == 64, "a warp's candidates are two keys per lane");
 
 __device__ __forceinline__ unsigned long long candidate_key(float v, unsigned id) {
   return (static_cast<unsigned long long>(sample_order_key(v)) << 32) | (0xffffffffu - id);
@@ -1140,7 +1142,7 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The LM head screened in int8 (greedy launches with MegakernelArgs::lm_screen)
+// The LM head screened in int8 (launches with MegakernelArgs::lm_screen)
 //
 // Every block quantises its copy of the final-normed x to integers of up to screen_levels(hidden) (one scale for the
 // vector), streams the screen's rows (int8 weights w8 on a per-row scale s, and bounds e ≥ |w − s·w8| and
@@ -1149,11 +1151,13 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
 //   B = e·|x| + n·|dx| + 2^-10·n·|x|
 // of s·sx·(w8 · x16): the first two terms bound (w − s·w8)·x + s·w8·dx, the last covers the float rounding of both
 // that value and the unscreened fp32 dot (per lane hidden / 256 FMAs, then 5 adds: below 2^-12 relative to n·|x| for
-// every hidden size the plan serves). The block keeps each row's upper bound and the best lower bound T over its rows
-// below vocab_limit. A row whose bf16 logit can equal the block's best lies above T − (one bf16 step at T), which is
-// at least T − 2^-6·|T|, so only the rows whose upper bound reaches that are recomputed, from the bf16 LM head with
-// the unscreened code's arithmetic; their bests go to the step's argmax as before. So the argmax is the unscreened
-// one, id for id, and the step reads about half the bytes.
+// every hidden size the plan serves). The block keeps each row's upper bound and, over its rows below vocab_limit,
+// the best lower bound T (argmax steps) or the k-th best (sampling steps with top-k k). k rows then have bf16 logits
+// of at least bf16(T), and a row whose upper bound lies below T − (one bf16 step at T), which is at least
+// T − 2^-6·|T|, has a bf16 logit below that: it ranks below those k rows, in the block and so in the step. Only the
+// other rows are recomputed, from the bf16 LM head with the unscreened code's arithmetic, and they go to the block's
+// argmax or top-k as before. So the argmax, or the top-k and their logits (what a draw reads), are the unscreened
+// ones, id for id, and the step reads about half the bytes.
 
 constexpr int kScreenMeta = kMegakernelScreenMeta;  // bytes of floats after a screen row's weights
 
@@ -1186,11 +1190,14 @@ __device__ __forceinline__ uint4 ldg128_cg(const void* p) {
 }
 
 /**
- * The LM-head stage of a screened greedy step (fixed shares: the block's rows are [u0, u1)): the screen's tiles from
- * the ring, then the candidates' bf16 rows from the LM head. Leaves the warp's best (lane 0) in `best`, as
- * consume_gemv does for the unscreened stage. Uses the union after x: x16 (hidden int16), then one float per row.
+ * The LM-head stage of a screened step (fixed shares: the block's rows are [u0, u1)): the screen's tiles from the
+ * ring, then the candidates' bf16 rows from the LM head. Leaves the warp's best (lane 0) in `best`, or with kSample
+ * its k best in `top`, as consume_gemv does for the unscreened stage. Uses the union after x: x16 (hidden int16), one
+ * float per row, then (kSample) the warps' lists of lower bounds.
  */
-__device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Block& b, RingPos& at, Best& best) {
+template <bool kSample>
+__device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Block& b, RingPos& at, Best& best,
+                                               TopK& top) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hidden = static_cast<int>(a.dims.hidden);
   const int rowb = hidden + kScreenMeta;
@@ -1247,7 +1254,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   int64_t u0 = 0, u1 = 0;
   stage_range(s.units, u0, u1);
   const int chunks = hidden / 16;
-  float lower = -INFINITY;  // the warp's best lower bound so far (every lane holds it)
+  float lower = -INFINITY;        // argmax: the warp's best lower bound so far (every lane holds it)
+  TopK low{0ull, 0ull, 0ull, 0};  // sampling: the warp's k best lower bounds so far (as candidate keys)
   int turns = 0, mine = warp;
   for (bool last = false; !last; ring_next(at, a.slots)) {
     const int slot = at.slot;
@@ -1280,7 +1288,12 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const float bound = fmaf(er, nx, fmaf(nr, ndx, nr * nx * 0x1p-10f));
         const bool live = u < a.vocab_limit;
         const float up = live ? c + bound : -INFINITY;
-        if (live) lower = fmaxf(lower, c - bound);
+        if constexpr (kSample) {
+          // (Warp-uniform: every lane holds the sums and the row's floats. A NaN bound is no bound.)
+          if (live && c - bound > -INFINITY) top_insert(low, candidate_key(c - bound, static_cast<unsigned>(u)), a.top_k);
+        } else if (live) {
+          lower = fmaxf(lower, c - bound);
+        }
         if (lane == 0) upper[u - u0] = up;
         // (No L2 request for rows that may become candidates: judged by the warp's bound so far, about 80 rows per
         // block qualify, 16 times the candidates, and their lines, kept in L2, slowed the next step's layers: NOTES.md
@@ -1289,26 +1302,102 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     }
     mbar_arrive(&b.empty[slot]);
   }
-  // 3. The block's best lower bound, and the candidates recomputed as the unscreened stage computes them.
-  if (lane == 0) red[3 * kConsumerWarps + warp] = lower;
-  consumer_sync();  // the bounds and `upper`
-  float t = -INFINITY;
-  for (int w = 0; w < kConsumerWarps; w++) t = fmaxf(t, red[3 * kConsumerWarps + w]);
-  const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
-  const int rows = static_cast<int>(u1 - u0);
-  const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
-  for (int base = warp * 32; base < rows; base += kConsumers) {
-    const int i = base + lane;
-    const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || (upper[i] >= thr && upper[i] > -INFINITY));
-    for (unsigned hits = __ballot_sync(0xffffffffu, cand); hits != 0; hits &= hits - 1) {
-      const int64_t u = u0 + base + __ffs(hits) - 1;
-      const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;
-      float acc = 0.f;
+  // 3. The block's best (argmax) or k-th best (sampling) lower bound T, and the candidates recomputed as the
+  // unscreened stage computes them.
+  if constexpr (kSample) {
+    const int k = a.top_k;
+    // The warps' lists after the rows' bounds. T is the key, among the lists' first k places, with exactly k − 1 keys
+    // above it (keys never tie; each list is sorted, so a binary search per list). Fewer than k rows with a finite
+    // lower bound leave T = −inf, and every row a candidate.
+    const int rows = static_cast<int>(u1 - u0);
+    unsigned long long* lists = reinterpret_cast<unsigned long long*>(upper + ((rows + 1) & ~1));
+    lists[warp * kMaxTopK + lane] = low.e0;
+    lists[warp * kMaxTopK + 32 + lane] = low.e1;
+    if (threadIdx.x == 0) red[3 * kConsumerWarps] = -INFINITY;
+    consumer_sync();  // the lists, T's default and `upper`
+    for (int e = threadIdx.x; e < kConsumerWarps * k; e += kConsumers) {
+      const unsigned long long key = lists[(e / k) * kMaxTopK + e % k];
+      if (key == 0ull) continue;  // an empty place
+      int above = 0;
+      for (int w = 0; w < kConsumerWarps; w++) {
+        int lo = 0, hi = k;
+        while (lo < hi) {
+          const int mid = (lo + hi) >> 1;
+          if (lists[w * kMaxTopK + mid] > key) lo = mid + 1;
+          else hi = mid;
+        }
+        above += lo;
+      }
+      if (above == k - 1) red[3 * kConsumerWarps] = sample_key_value(static_cast<unsigned>(key >> 32));
+    }
+    consumer_sync();  // T
+    const float t = red[3 * kConsumerWarps];
+    const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
+    // A NaN upper bound (a row of non-finite weights against x = 0) makes a candidate, so that its logit reaches the
+    // draw's non-finite check, as unscreened.
+    const auto cand_at = [&](int i) { return i < rows && u0 + i < a.vocab_limit && (bad || !(upper[i] < thr)); };
+    const bf16* lm = static_cast<const bf16*>(a.lm_head);
+    // A block has tens of candidates here (the k best and those within the bounds of them), several per warp: L2
+    // requests for every one of the warp's rows first, then their logits two rows at a time, so that the warp waits
+    // for about half as many round trips, mostly to L2.
+    const int lines = hidden / 64;  // 128-byte lines per row
+    for (int base = warp * 32; base < rows; base += kConsumers) {
+      for (unsigned hits = __ballot_sync(0xffffffffu, cand_at(base + lane)); hits != 0; hits &= hits - 1) {
+        const bf16* row = lm + (u0 + base + __ffs(hits) - 1) * hidden;
+        for (int l = lane; l < lines; l += 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + l * 64));
+      }
+    }
+    const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
+    const auto pair = [&](int64_t ua, int64_t ub) {  // ub == ua: one row
+      const bf16* ra = lm + ua * hidden;
+      const bf16* rb = lm + ub * hidden;
+      float sa = 0.f, sb = 0.f;
 #pragma unroll 4
-      for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ldg128_cg(row + c), lds128(b.x + c), acc);
-      acc = warp_sum(acc);
-      const float v = round_bf(acc);
-      if (lane == 0 && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
+      for (int c = lane * 8; c < k_dot; c += 256) {
+        const uint4 xv = lds128(b.x + c);
+        const uint4 wa = ldg128_cg(ra + c), wb = ldg128_cg(rb + c);
+        sa = dot8(wa, xv, sa);
+        sb = dot8(wb, xv, sb);
+      }
+      sa = warp_sum(sa);
+      sb = warp_sum(sb);
+      top_consider(top, round_bf(sa), static_cast<unsigned>(ua), k);
+      if (ub != ua) top_consider(top, round_bf(sb), static_cast<unsigned>(ub), k);
+    };
+    int64_t held = -1;  // a candidate waiting for its partner
+    for (int base = warp * 32; base < rows; base += kConsumers) {
+      for (unsigned hits = __ballot_sync(0xffffffffu, cand_at(base + lane)); hits != 0; hits &= hits - 1) {
+        const int64_t u = u0 + base + __ffs(hits) - 1;
+        if (held < 0) {
+          held = u;
+        } else {
+          pair(held, u);
+          held = -1;
+        }
+      }
+    }
+    if (held >= 0) pair(held, held);
+  } else {
+    if (lane == 0) red[3 * kConsumerWarps + warp] = lower;
+    consumer_sync();  // the bounds and `upper`
+    float t = -INFINITY;
+    for (int w = 0; w < kConsumerWarps; w++) t = fmaxf(t, red[3 * kConsumerWarps + w]);
+    const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
+    const int rows = static_cast<int>(u1 - u0);
+    const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
+    for (int base = warp * 32; base < rows; base += kConsumers) {
+      const int i = base + lane;
+      const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || (upper[i] >= thr && upper[i] > -INFINITY));
+      for (unsigned hits = __ballot_sync(0xffffffffu, cand); hits != 0; hits &= hits - 1) {
+        const int64_t u = u0 + base + __ffs(hits) - 1;
+        const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;
+        float acc = 0.f;
+#pragma unroll 4
+        for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ldg128_cg(row + c), lds128(b.x + c), acc);
+        acc = warp_sum(acc);
+        const float v = round_bf(acc);
+        if (lane == 0 && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
+      }
     }
   }
   return true;
@@ -1901,8 +1990,6 @@ __device__ __forceinline__ int first_position(bool p0, bool p1, int none) {
 
 /** Lists of other blocks a warp of the last block loads together (their L2 round trips overlap). */
 constexpr int kListBatch = 10;
-constexpr int kMaxTopK = kMegakernelMaxTopK;
-static_assert(kMaxTopK == 64, "a warp's candidates are two keys per lane");
 static_assert(kConsumerWarps * kMaxTopK * 8 <= kAttnScratchFloats * 4, "the warps' lists fit the scratch");
 
 /**
@@ -2008,7 +2095,7 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
 
 /**
  * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax; G: query heads per KV head (the
- * model's, checked by the plan); kScreen (argmax only): the LM head is screened (a.lm_screen, consume_screen). One
+ * model's, checked by the plan); kScreen: the LM head is screened (a.lm_screen, consume_screen). One
  * instantiation per combination, so that each carries only the code it runs: the argmax kernel no sampling code (with
  * it, greedy steps measured 2–3% slower: NOTES.md, v8), each kernel one attention (with all four group sizes in one
  * kernel, its code was 333 KB and 231 registers; NOTES.md, v12), and the unscreened argmax kernel no screen (with it,
@@ -2173,8 +2260,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       return;
     stamp(a, ev_end);
     if constexpr (kScreen) {
-      static_assert(!kSample, "only argmax steps screen the LM head");
-      if (!consume_screen(a, b, at, best)) return;
+      if (!consume_screen<kSample>(a, b, at, best, top)) return;
     } else if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) {
       return;
     }
@@ -2194,7 +2280,7 @@ using DecodeKernel = void (*)(MegakernelArgs);
  */
 template <int G>
 DecodeKernel decode_kernel_of(bool sample, bool screen) {
-  if (sample) return qwen3_decode_kernel<true, G>;
+  if (sample) return screen ? qwen3_decode_kernel<true, G, true> : qwen3_decode_kernel<true, G>;
   return screen ? qwen3_decode_kernel<false, G, true> : qwen3_decode_kernel<false, G>;
 }
 
@@ -2253,7 +2339,8 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   int per_sm = 1;
-  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true)}) {
+  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true),
+                                    decode_kernel(d, true, true)}) {
     cudaFuncAttributes attr{};
     QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
     const int cap = optin - static_cast<int>(attr.sharedSizeBytes);  // (the kernel's static shared memory counts too)
@@ -2298,13 +2385,14 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
   // on models that claim tiles, where the others' bandwidth is the limit.
   plan->skip_items = plan->claim ? sms / 4 : sms / 2;
-  // Greedy launches may screen the LM head (MegakernelArgs::lm_screen) where the block's rows are a fixed share
-  // (consume_screen keeps a bound per row, after x and its int16 copy in the union) and rows are 16-byte pieces.
+  // Launches may screen the LM head (MegakernelArgs::lm_screen) where the block's rows are a fixed share
+  // (consume_screen keeps a bound per row, after x and its int16 copy in the union, then the warps' lists of lower
+  // bounds for sampling) and rows are 16-byte pieces.
   const int64_t share = 2 * (((d.vocab + 1) / 2 + sms - 1) / sms);
-  plan->screen_rows =
-      !plan->claim && d.hidden % 16 == 0 && 4 * d.hidden + 4 * share <= static_cast<int64_t>(union_bytes(d))
-          ? static_cast<int>(share)
-          : 0;
+  const int64_t screen_union = 4 * d.hidden + 4 * share + static_cast<int64_t>(kConsumerWarps) * kMaxTopK * 8;
+  plan->screen_rows = !plan->claim && d.hidden % 16 == 0 && screen_union <= static_cast<int64_t>(union_bytes(d))
+                          ? static_cast<int>(share)
+                          : 0;
   if (sms < d.kv_heads) return refuse("the GPU has fewer SMs than the model has KV heads");
   plan->workspace_bytes = workspace_layout(d, sms, plan->max_chunks).total;
   return cudaSuccess;
@@ -2320,7 +2408,7 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
       args.dims.kv_heads <= 0 || args.dims.q_heads % args.dims.kv_heads != 0 ||
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;
-  if (args.lm_screen != nullptr && (args.top_k != 0 || args.claim != 0 || plan.screen_rows <= 0))
+  if (args.lm_screen != nullptr && (args.claim != 0 || plan.screen_rows <= 0))
     return cudaErrorInvalidValue;
   if (args.top_k > 0) {
     if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||

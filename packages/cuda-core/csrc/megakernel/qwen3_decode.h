@@ -87,8 +87,8 @@ struct MegakernelPlan {
   int max_chunks = 0;     // attention chunks per KV head, at most
   int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
                           // grid with fixed shares, a quarter with claimed tiles: NOTES.md v12)
-  // LM-head rows of one block at most when greedy launches may screen the LM head (MegakernelArgs::lm_screen); 0
-  // when they cannot: claimed tiles, a hidden size that is not a multiple of 16, or no room in shared memory.
+  // LM-head rows of one block at most when launches may screen the LM head (MegakernelArgs::lm_screen); 0 when they
+  // cannot: claimed tiles, a hidden size that is not a multiple of 16, or no room in shared memory.
   int screen_rows = 0;
 };
 
@@ -135,10 +135,11 @@ struct MegakernelArgs {
                                      // publish each chunk's normalised output, merged by every O block as it gathers
                                      // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
   void* logits = nullptr;            // [vocab] bf16 (not written by a screened launch: lm_screen)
-  // Greedy launches only (top_k 0), or nullptr: the LM head's int8 screen (megakernel_screen_build, rows of
-  // megakernel_screen_row_bytes). The step then streams the screen instead of the bf16 LM head, bounds every logit
-  // from it, and recomputes in bf16 (the unscreened arithmetic, from the LM head) only the rows whose bound reaches
-  // the block's best lower bound, so its argmax is the same id; the logits are not written.
+  // The LM head's int8 screen (megakernel_screen_build, rows of megakernel_screen_row_bytes), or nullptr. The step
+  // then streams the screen instead of the bf16 LM head, bounds every logit from it, and recomputes in bf16 (the
+  // unscreened arithmetic, from the LM head) only the rows whose bound reaches the block's best lower bound (argmax)
+  // or its top_k-th best (sampling), so its argmax, or its top-k with their logits, and so its token, are the same;
+  // the logits are not written.
   const void* lm_screen = nullptr;
   void* workspace = nullptr;         // plan.workspace_bytes, zeroed once before the first launch
   int64_t max_context = 0;           // cache rows

@@ -110,12 +110,13 @@ export interface MegakernelSpec extends MegakernelDims {
    */
   readonly trace?: boolean;
   /**
-   * Screen the LM head in greedy launches (default true where the plan allows it, unless the environment variable
-   * QK_MEGAKERNEL_SCREEN is 0). The instance then holds an int8 copy of the LM head with per-row scales and error
-   * bounds (`vocab · plan.screenRowBytes` bytes of GPU memory). A screened step streams that copy instead of the
-   * bf16 LM head, bounds every logit from it, and recomputes in bf16 (the unscreened arithmetic) only the rows
-   * whose bound reaches the best one: the same argmax, id for id, from about half the LM head's bytes. It writes no
-   * logits. Where the copy cannot be allocated, the instance runs unscreened.
+   * Screen the LM head in launches, greedy and sampled (default true where the plan allows it, unless the
+   * environment variable QK_MEGAKERNEL_SCREEN is 0). The instance then holds an int8 copy of the LM head with per-row
+   * scales and error bounds (`vocab · plan.screenRowBytes` bytes of GPU memory). A screened step streams that copy
+   * instead of the bf16 LM head, bounds every logit from it, and recomputes in bf16 (the unscreened arithmetic) only
+   * the rows whose bound reaches the best one (greedy) or the top-k-th best (sampled): the same argmax, or the same
+   * top-k logits and so the same draw, id for id, from about half the LM head's bytes. It writes no logits. Where the
+   * copy cannot be allocated, the instance runs unscreened.
    */
   readonly screen?: boolean;
 }
@@ -239,12 +240,12 @@ function checkSampling(op: string, s: MegakernelSampling, steps: number): void {
 export class Qwen3Megakernel {
   readonly plan: Extract<MegakernelPlan, { supported: true }>;
   /**
-   * bf16 `[1, vocab]`: the last step's logits, written by {@link step} and by launches that ask for them (a greedy
-   * launch of a screened instance writes none: {@link screened}).
+   * bf16 `[1, vocab]`: the last step's logits, written by {@link step} and by launches that ask for them (a launch
+   * of a screened instance writes none unless asked: {@link screened}).
    */
   readonly logits: Tensor<'bf16'>;
   #handle: number | null;
-  /** The LM head's int8 screen, when greedy launches use one. */
+  /** The LM head's int8 screen, when launches use one. */
   #screen: Tensor<'u8'> | null = null;
   readonly #state: Tensor<'i32'>;
   readonly #result: Tensor<'i32'>;
@@ -405,7 +406,7 @@ export class Qwen3Megakernel {
     if (attached) this.#screen = screen;
   }
 
-  /** Whether greedy launches screen the LM head (and leave {@link logits} unwritten). */
+  /** Whether launches screen the LM head (and leave {@link logits} unwritten unless asked for them). */
   get screened(): boolean {
     return this.#screen !== null;
   }
@@ -439,8 +440,8 @@ export class Qwen3Megakernel {
    * Queues `steps` decode steps in one launch, from `token` at `position`: each step's token (its argmax, or with
    * `sampling` a draw by {@link sample}'s rule with that step's uniform) is the next step's input, on the device,
    * and each is published to the host the moment it is made ({@link token}). The cache rows position …
-   * position + steps − 1 are written; `logits` ends with the last step's, unless the launch is greedy on a
-   * {@link screened} instance and `options.logits` is not true (the argmax is the same either way). An instance that
+   * position + steps − 1 are written; `logits` ends with the last step's, unless the instance is {@link screened}
+   * and `options.logits` is not true (the argmax, or the draw, is the same either way). An instance that
    * records a trace runs one step per launch.
    */
   launch(
@@ -487,6 +488,7 @@ export class Qwen3Megakernel {
             sampling.topP,
             sampling.uniforms,
             position,
+            options?.logits !== true,
           ),
     );
     this.#launched = { position, steps };

@@ -35,9 +35,9 @@ export interface EngineOptions {
    */
   readonly megakernelUntil?: number;
   /**
-   * `megakernel` only: greedy steps screen the LM head in int8 and recompute in bf16 only the rows that can hold
-   * the argmax (the same tokens, about half the LM head's bytes, an int8 copy of it in GPU memory). Default true
-   * where the megakernel can, unless QK_MEGAKERNEL_SCREEN=0.
+   * `megakernel` only: decode steps, greedy and sampled in the kernel (top-k 1–64), screen the LM head in int8 and
+   * recompute in bf16 only the rows that can hold the argmax or the top-k (the same tokens, about half the LM head's
+   * bytes, an int8 copy of it in GPU memory). Default true where the megakernel can, unless QK_MEGAKERNEL_SCREEN=0.
    */
   readonly megakernelScreen?: boolean;
 }

@@ -88,9 +88,10 @@ export interface LayeredEngineOptions {
    */
   readonly megakernelUntil?: number;
   /**
-   * Greedy megakernel steps screen the LM head in int8 and recompute in bf16 only the rows that can hold the
-   * argmax: the same tokens from about half the LM head's bytes, for an int8 copy of it in GPU memory. Default true
-   * where the megakernel can (fixed shares, hidden size a multiple of 16), unless QK_MEGAKERNEL_SCREEN=0.
+   * Megakernel steps, greedy and sampled in the kernel (top-k 1–64), screen the LM head in int8 and recompute in
+   * bf16 only the rows that can hold the argmax or the top-k: the same tokens from about half the LM head's bytes,
+   * for an int8 copy of it in GPU memory. Default true where the megakernel can (fixed shares, hidden size a multiple
+   * of 16), unless QK_MEGAKERNEL_SCREEN=0.
    */
   readonly megakernelScreen?: boolean;
 }
