@@ -30,23 +30,27 @@ export const MODEL_OPTIONS = {
   'no-think': { type: 'boolean' },
 } as const;
 
-/** Help text of {@link MODEL_OPTIONS}. */
-export const MODEL_OPTIONS_HELP = `Model:
+/** Help text of {@link MODEL_OPTIONS}' model flags. */
+export const MODEL_HELP = `Model:
   --model DIR        a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors)
   --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
                      default without --model: tiny on the cpu engine, 0.6b on a GPU engine
   --engine NAME      cpu, layered or megakernel (default: megakernel where it serves the model: an sm_90
                      GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
                      modules)
-  --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
+  --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))`;
 
-Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
+/** Help text of {@link MODEL_OPTIONS}' sampling flags. */
+export const SAMPLING_HELP = `Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
   --max-tokens N     most tokens per reply (default 256)
   --temperature T    0 is greedy
   --top-k K          0 keeps every token
   --top-p P          in (0, 1]; 1 keeps every token
   --seed N           sampling seed (default 0: runs repeat exactly)
   --no-think         Qwen3's non-thinking mode (an empty <think> block)`;
+
+/** Help text of {@link MODEL_OPTIONS}. */
+export const MODEL_OPTIONS_HELP = `${MODEL_HELP}\n\n${SAMPLING_HELP}`;
 
 export type ModelValues = OptionValues<typeof MODEL_OPTIONS>;
 

@@ -1,7 +1,7 @@
-/** The bytes a decode step reads, as the decode bench counts them (the GB/s and % of ceiling columns). */
-import { PRESETS } from '@qk/qwen3';
-import { describe, expect, it } from 'vitest';
-import { bytesPerToken } from '../src/commands/bench-model.js';
+/** The bytes a decode step reads, as the decode bench counts them (the GB/s and % of ceiling columns); its draws. */
+import { loadQwen3, PRESETS } from '@qk/qwen3';
+import { describe, expect, it, vi } from 'vitest';
+import { benchModel, bytesPerToken, samplingLabel } from '../src/commands/bench-model.js';
 
 describe('bytesPerToken', () => {
   // Qwen3-0.6B: 28 layers of 15,730,944 weights (q/k/v 4,194,304, o 2,097,152, gate/up/down 9,437,184, norms 2,304),
@@ -18,5 +18,31 @@ describe('bytesPerToken', () => {
   it('counts a screened LM head as its int8 screen: one byte per weight and 16 per row', () => {
     expect(bytesPerToken(c, 0, 2, true)).toBe((layers + 1024 + 1024) * 2 + 151_936 * (1024 + 16));
     expect(bytesPerToken(c, 0, 2, false) - bytesPerToken(c, 0, 2, true)).toBe(153_151_488);
+  });
+});
+
+describe('benchModel', () => {
+  it('decodes greedily unless given sampling, which it labels with the model defaults filled in and passes on', async () => {
+    const model = await loadQwen3('tiny', { engine: 'cpu' });
+    try {
+      expect(samplingLabel(model, { temperature: 0 })).toBe('greedy');
+      expect(samplingLabel(model, {})).toBe('temperature 0.6, top-k 20, top-p 0.95, seed 0');
+      expect(samplingLabel(model, { topK: 5, seed: 2 })).toBe('temperature 0.6, top-k 5, top-p 0.95, seed 2');
+      const spy = vi.spyOn(model, 'generate');
+      const greedy = benchModel(model);
+      expect(greedy.sampling).toBeUndefined();
+      await greedy.generate([1, 2, 3], 4);
+      expect(spy.mock.lastCall?.[1]).toEqual({ temperature: 0, maxTokens: 4 });
+      const sampled = benchModel(model, { temperature: 0.8, topK: 3 });
+      expect(sampled.sampling).toBe('temperature 0.8, top-k 3, top-p 0.95, seed 0');
+      const stats = await sampled.generate([1, 2, 3], 5);
+      expect(spy.mock.lastCall?.[1]).toEqual({ temperature: 0.8, topK: 3, maxTokens: 5 });
+      expect(stats.decodeTokensPerSecond).toBeGreaterThan(0);
+      // The cpu engine has no screen: every draw counts the bf16 LM head, and no note.
+      expect(sampled.bytesPerToken(0)).toBe(bytesPerToken(model.config, 0, 4));
+      expect(sampled.note).toBeUndefined();
+    } finally {
+      model.dispose();
+    }
   });
 });

@@ -1,7 +1,7 @@
-/** `qk bench` option parsing that needs no GPU and no run: `--hf-peers`. */
+/** `qk bench` option parsing that needs no GPU and no run: `--hf-peers`, decode's sampling flags. */
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../src/args.js';
-import { hfPeerList } from '../src/commands/bench.js';
+import { benchSampling, hfPeerList } from '../src/commands/bench.js';
 
 describe('--hf-peers', () => {
   it('takes eager, graph or both, in any order, once each', () => {
@@ -17,5 +17,28 @@ describe('--hf-peers', () => {
       expect(() => hfPeerList(bad)).toThrow(UsageError);
     }
     expect(() => hfPeerList('eager,compile')).toThrow(/unknown: "compile"/);
+  });
+});
+
+describe('decode sampling flags', () => {
+  it('leave decode greedy when absent, and pass the flags given (over the model defaults) when present', () => {
+    expect(benchSampling({}, ['decode'])).toBeUndefined();
+    expect(benchSampling({ temperature: '0.7', 'top-k': '5' }, ['decode'])).toEqual({
+      temperature: 0.7,
+      topK: 5,
+    });
+    expect(benchSampling({ seed: '3' }, ['decode', 'prefill'])).toEqual({ seed: 3 });
+    expect(benchSampling({ 'top-p': '0.9' }, ['rmsnorm', 'decode'])).toEqual({ topP: 0.9 });
+  });
+
+  it('refuse what bench would ignore, and bad values, with a UsageError that says what to do', () => {
+    expect(() => benchSampling({ 'max-tokens': '64' }, ['decode'])).toThrow(/--tokens N/);
+    expect(() => benchSampling({ 'no-think': true }, ['decode'])).toThrow(/qk generate and qk chat/);
+    expect(() => benchSampling({ temperature: '0.7' }, ['prefill'])).toThrow(/decode suite only/);
+    expect(() => benchSampling({ 'top-k': '5' }, ['patch', 'rope'])).toThrow(
+      /--top-k applies to the decode suite/,
+    );
+    expect(() => benchSampling({ temperature: '-1' }, ['decode'])).toThrow(UsageError);
+    expect(() => benchSampling({ 'top-p': '0' }, ['decode'])).toThrow(/--top-p/);
   });
 });

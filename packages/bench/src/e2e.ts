@@ -40,7 +40,9 @@ export interface E2eModel {
   bytesPerToken(position: number): number;
   /** A line for the report's notes about how this engine reads its bytes (e.g. a screened LM head). */
   readonly note?: string;
-  /** Greedy generation of `maxTokens` tokens after the prompt `ids`. */
+  /** How `generate` draws its tokens when it samples (e.g. "temperature 0.6, top-k 20, top-p 0.95, seed 0"); absent: greedy. */
+  readonly sampling?: string;
+  /** Generation of `maxTokens` tokens after the prompt `ids`: greedy, or by {@link sampling}. */
   generate(ids: number[], maxTokens: number): Promise<E2eStats>;
   /** Swaps module implementations (`{ rmsnorm: 'eager' }`); returns the undo. Absent when the engine cannot. */
   patch?(spec: Record<string, string>): () => void;
@@ -277,9 +279,11 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
   const ceiling = o.ceiling ?? measureCeiling(o.backend);
   const notes: string[] = [];
   let source = '';
+  let sampling: string | undefined;
   const rows: BenchRow[] = [];
   await forEachEngine(o, notes, async (model) => {
     source = model.source;
+    sampling ??= model.sampling;
     for (const position of o.positions) {
       const ids = promptIds(position, model.vocabSize);
       const { rates, timing, tokPerS } = await decodeRuns(model, ids, Math.min(8, tokens), tokens, runs);
@@ -321,11 +325,15 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
   }
   if (hf.available)
     notes.push(`HF peers generate ${hfTokens} tokens per run (qk: ${tokens}), median of ${runs}.`);
+  if (sampling !== undefined && hf.available)
+    notes.push(
+      'qk samples; the HF peers decode greedily, so their ratios set a sampled step beside a greedy one.',
+    );
   const base = report(
     o,
     'decode',
     `Decode speed per position (${source})`,
-    `Batch-1 greedy decode from JS end to end (model.generate: host loop, streaming detokenisation and the copy-back of each token included): for each position P, a prompt of P seeded ids, then ${tokens} tokens, median of ${runs} runs. GB/s counts the bytes a token must read (every weight once, the KV cache up to the run's middle position) against the device copy ceiling; HF transformers runs on the same checkpoint in the same invocation, ${hfPeers.map((p) => (p === 'eager' ? 'eager' : 'with a static cache + one CUDA graph per step')).join(' and ')}.`,
+    `Batch-1 ${sampling === undefined ? 'greedy decode' : `decode sampling with ${sampling}`} from JS end to end (model.generate: host loop, streaming detokenisation and the copy-back of each token included): for each position P, a prompt of P seeded ids, then ${tokens} tokens, median of ${runs} runs. GB/s counts the bytes a token must read (every weight once, the KV cache up to the run's middle position) against the device copy ceiling; HF transformers runs on the same checkpoint in the same invocation, ${hfPeers.map((p) => (p === 'eager' ? 'eager' : 'with a static cache + one CUDA graph per step')).join(' and ')}.`,
     'us',
   );
   return {

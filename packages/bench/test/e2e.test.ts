@@ -229,6 +229,38 @@ describe('runDecodeSuite', () => {
 });
 
 describe('runDecodeSuite notes', () => {
+  it('says in the description and the notes when qk samples (its HF peers decode greedily)', async () => {
+    process.env.QK_PYTHON = fakePython({
+      torch: '2.9',
+      transformers: '4.57',
+      results: [{ peer: 'hf-static-graph', position: 1, tokPerS: 220 }],
+    });
+    const rng = new Rng(4);
+    const sampling = 'temperature 0.7, top-k 5, top-p 0.9, seed 3';
+    const run = (s?: string) =>
+      runDecodeSuite({
+        backend: 'cuda',
+        open: async (engine) => ({
+          ...fakeModel(engine ?? 'megakernel', rng, []),
+          ...(s ? { sampling: s } : {}),
+        }),
+        engines: ['megakernel'],
+        positions: [1],
+        tokens: 8,
+        runs: 1,
+        hfCheckpoint: '/ckpt',
+        hfPeers: ['graph'],
+        ceiling,
+      });
+    const sampled = await run(sampling);
+    expect(validateReport(sampled)).toEqual([]);
+    expect(sampled.description).toContain(`Batch-1 decode sampling with ${sampling} from JS`);
+    expect(sampled.notes?.some((n) => n.includes('the HF peers decode greedily'))).toBe(true);
+    const greedy = await run();
+    expect(greedy.description).toContain('Batch-1 greedy decode from JS');
+    expect(greedy.notes?.some((n) => n.includes('greedily'))).toBe(false);
+  });
+
   it("carries a model's note on how it reads its bytes into the report, once per engine", async () => {
     const rng = new Rng(4);
     const note = 'megakernel: greedy steps screen the LM head in int8';

@@ -15,6 +15,7 @@ import {
 import { isPresetName, PRESETS } from './config.js';
 import { checkTokenIds } from './engine/common.js';
 import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
+import { sampledInKernel } from './engine/layered.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
 import { Generation, type GenerationJob, runGeneration } from './generation/generation.js';
 import {
@@ -147,6 +148,17 @@ export class Qwen3Model {
   /** True after {@link Qwen3Model.dispose}. */
   get disposed(): boolean {
     return this.#disposed;
+  }
+
+  /**
+   * Whether decode steps that draw by `options` (over {@link samplingDefaults}) read the LM head's int8 screen: on a
+   * model whose engine screens it ({@link lmScreen}), greedy steps and steps sampled in the megakernel (top-k 1–64).
+   * Other sampled steps compute every logit and draw on the host.
+   */
+  lmScreenFor(options: Pick<GenerateOptions, 'temperature' | 'topK'> = {}): boolean {
+    const temperature = options.temperature ?? this.samplingDefaults.temperature;
+    const topK = options.topK ?? this.samplingDefaults.topK;
+    return this.lmScreen && (temperature === 0 || sampledInKernel({ temperature, topK }));
   }
 
   #checkLive(op: string): void {

@@ -451,3 +451,35 @@ describe('generation with the cpu engine', () => {
     model.dispose();
   });
 });
+
+describe('lmScreenFor', () => {
+  /** A model whose engine screens its LM head (or not), with the given sampling defaults. */
+  const screenedModel = (
+    lmScreen: boolean,
+    samplingDefaults?: { temperature: number; topK: number; topP: number },
+  ) =>
+    new Qwen3Model({
+      config,
+      tokenizer: stubTokenizer(config.vocabSize),
+      engine: Object.assign(scriptedEngine(config, 64, successor), { lmScreen }),
+      ...(samplingDefaults ? { samplingDefaults } : {}),
+    });
+
+  it('says which draws read a screened LM head: greedy ones and top-k 1-64 sampling, over the model defaults', () => {
+    const m = screenedModel(true);
+    expect(m.lmScreen).toBe(true);
+    expect(m.lmScreenFor({ temperature: 0 })).toBe(true);
+    expect(m.lmScreenFor({ temperature: 0, topK: 0 })).toBe(true); // greedy: top-k is not read
+    expect(m.lmScreenFor()).toBe(true); // Qwen3's defaults: temperature 0.6, top-k 20
+    expect(m.lmScreenFor({ topK: 1 })).toBe(true);
+    expect(m.lmScreenFor({ topK: 64 })).toBe(true);
+    expect(m.lmScreenFor({ topK: 65 })).toBe(false); // drawn on the host, from every logit
+    expect(m.lmScreenFor({ topK: 0 })).toBe(false);
+    const wide = screenedModel(true, { temperature: 1, topK: 100, topP: 1 });
+    expect(wide.lmScreenFor()).toBe(false);
+    expect(wide.lmScreenFor({ topK: 10 })).toBe(true);
+    expect(wide.lmScreenFor({ temperature: 0 })).toBe(true);
+    const plain = screenedModel(false);
+    expect([plain.lmScreenFor(), plain.lmScreenFor({ temperature: 0 })]).toEqual([false, false]);
+  });
+});

@@ -1,11 +1,11 @@
 /** A @qk/qwen3 model as the end-to-end bench suites see it (@qk/bench does not depend on the model package). */
 import type { E2eModel } from '@qk/bench';
-import type { Qwen3Config, Qwen3Model } from '@qk/qwen3';
+import type { GenerateOptions, Qwen3Config, Qwen3Model } from '@qk/qwen3';
 
 /**
  * Bytes one decode step must read: every weight once (one embedding row), and the KV cache up to `position`. With
- * `lmScreen` (greedy megakernel steps that screen the LM head), the LM head counts as its int8 screen: one byte per
- * weight and 16 per row (the few bf16 rows recomputed per step are left out).
+ * `lmScreen` (megakernel steps that screen the LM head), the LM head counts as its int8 screen: one byte per weight
+ * and 16 per row (the bf16 rows recomputed per step are left out).
  */
 export function bytesPerToken(
   c: Qwen3Config,
@@ -25,23 +25,38 @@ export function bytesPerToken(
   return (weights + kv) * bytesPerElement + (lmScreen ? c.vocabSize * (c.hiddenSize + 16) : 0);
 }
 
-/** Wraps a loaded model; greedy generation, stats only. */
-export function benchModel(model: Qwen3Model): E2eModel {
+/** How `sampling` draws on `model`, its defaults filled in: "temperature 0.6, top-k 20, top-p 0.95, seed 0". */
+export function samplingLabel(model: Qwen3Model, sampling: GenerateOptions): string {
+  const d = model.samplingDefaults;
+  const t = sampling.temperature ?? d.temperature;
+  if (t === 0) return 'greedy';
+  return `temperature ${t}, top-k ${sampling.topK ?? d.topK}, top-p ${sampling.topP ?? d.topP}, seed ${sampling.seed ?? 0}`;
+}
+
+/**
+ * Wraps a loaded model; generation with stats only: greedy, or drawing by `sampling` (generate's options over the
+ * model's defaults).
+ */
+export function benchModel(model: Qwen3Model, sampling?: GenerateOptions): E2eModel {
   const elementBytes = model.engine === 'cpu' ? 4 : 2;
+  const draw: GenerateOptions = sampling ?? { temperature: 0 };
+  const label = samplingLabel(model, draw);
+  const screened = model.lmScreenFor(draw);
   return {
     engine: model.engine,
     source: model.source,
     vocabSize: model.tokenizer.vocabSize,
-    bytesPerToken: (position) => bytesPerToken(model.config, position, elementBytes, model.lmScreen),
-    ...(model.lmScreen
+    bytesPerToken: (position) => bytesPerToken(model.config, position, elementBytes, screened),
+    ...(label === 'greedy' ? {} : { sampling: label }),
+    ...(screened
       ? {
           note:
-            `${model.engine}: greedy steps screen the LM head in int8 (the same tokens; bf16 recomputation of the ` +
-            'rows that can hold the argmax), so its bytes count as the int8 screen: 1 byte per weight + 16 per row',
+            `${model.engine}: ${label === 'greedy' ? 'greedy steps' : 'sampled steps'} screen the LM head in int8 ` +
+            `(the same tokens; bf16 recomputation of the rows that can hold the ${label === 'greedy' ? 'argmax' : 'top-k'}), ` +
+            'so its bytes count as the int8 screen: 1 byte per weight + 16 per row',
         }
       : {}),
-    generate: async (ids, maxTokens) =>
-      (await model.generate(ids, { maxTokens, temperature: 0 }).result).stats,
+    generate: async (ids, maxTokens) => (await model.generate(ids, { ...draw, maxTokens }).result).stats,
     ...(model.engine === 'layered'
       ? { patch: (spec: Record<string, string>) => model.patch(spec as Parameters<Qwen3Model['patch']>[0]) }
       : {}),

@@ -28,12 +28,14 @@ import {
   writeReports,
 } from '@qk/bench';
 import { cudaStatus } from '@qk/ops';
+import type { GenerateOptions } from '@qk/qwen3';
 import { intOption, type OptionValues, parse, UsageError } from '../args.js';
 import {
+  MODEL_HELP,
   MODEL_OPTIONS,
-  MODEL_OPTIONS_HELP,
   type ModelValues,
   openModel,
+  samplingOptions,
   withInterrupt,
 } from '../model-options.js';
 import { benchModel } from './bench-model.js';
@@ -56,7 +58,8 @@ ${OP_SUITES.map((s) => `  ${s.name.padEnd(12)}${s.title}`).join('\n')}
 
 End-to-end suites (loadQwen3 + generate, host overhead included; HF transformers on the same checkpoint when
 --model DIR is given):
-  decode      greedy decode tok/s per position, per engine (default engines: layered and megakernel on a GPU)
+  decode      decode tok/s per position, per engine (default engines: layered and megakernel on a GPU), greedy
+              unless the sampling flags below are given
   prefill     prompt latency per length
   patch       eager-style vs fused RMSNorm, SwiGLU and RoPE: prefill latency and decode tok/s per variant
 
@@ -83,7 +86,13 @@ Options:
   --no-layered       decode with --engine X: do not also measure the layered engine
   -h, --help         this help
 
-${MODEL_OPTIONS_HELP}`;
+${MODEL_HELP}
+
+Decode sampling (default: greedy, as the HF peers decode):
+  --temperature T    decode draws its tokens as qk generate does: by the model's sampling defaults
+  --top-k K          (generation_config.json, else temperature 0.6, top-k 20, top-p 0.95) with the flags
+  --top-p P          given in their place; any one of the four turns sampling on (--temperature 0: greedy).
+  --seed N           The HF peers stay greedy. The decode suite only (prefill and patch refuse them)`;
 
 const OPTIONS = {
   ...MODEL_OPTIONS,
@@ -134,6 +143,28 @@ function positiveInt(text: string | undefined, fallback: number, option: string)
   return v;
 }
 
+const SAMPLING_FLAGS = ['temperature', 'top-k', 'top-p', 'seed'] as const;
+
+/**
+ * The decode suite's sampling (undefined: greedy): the generation flags, checked before anything runs. Flags the
+ * suites would ignore are refused: --max-tokens and --no-think always, the sampling flags without the decode suite.
+ */
+export function benchSampling(values: ModelValues, suites: readonly string[]): GenerateOptions | undefined {
+  if (values['max-tokens'] !== undefined)
+    throw new UsageError('qk bench takes --tokens N (tokens per decode run), not --max-tokens');
+  if (values['no-think'])
+    throw new UsageError(
+      '--no-think applies to qk generate and qk chat: bench decodes from seeded ids, with no chat template',
+    );
+  const given = SAMPLING_FLAGS.filter((f) => values[f] !== undefined);
+  if (given.length === 0) return undefined;
+  if (!suites.includes('decode'))
+    throw new UsageError(
+      `--${given[0]} applies to the decode suite only (prefill and patch decode greedily)`,
+    );
+  return samplingOptions(values);
+}
+
 /** Every suite name `qk bench` accepts. */
 export function suiteNames(): string[] {
   return [...OP_SUITES_BY_NAME.keys(), ...E2E_SUITES];
@@ -175,6 +206,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
   const names = all ? [...OP_SUITES.map((s) => s.name), ...E2E_SUITES] : [...new Set(positionals)];
   if (values.name !== undefined && names.length !== 1) throw new UsageError('--name needs exactly one suite');
   const hfPeers = hfPeerList(values['hf-peers']); // refused before anything runs
+  const sampling = benchSampling(values, names);
   const backend: BenchBackend = values.cpu ? 'cpu' : defaultBackend();
   const gpuReason = cudaStatus().reason ?? 'no usable CUDA device';
   if (backend === 'cpu' && !values.cpu) {
@@ -206,7 +238,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
       });
       if (values.name) report = { ...report, suite: values.name };
     } else {
-      report = await runE2e(name as E2eSuite, values, hfPeers, backend, machine, ceiling, log);
+      report = await runE2e(name as E2eSuite, values, hfPeers, sampling, backend, machine, ceiling, log);
     }
     // In a CPU run of `all`, the GPU suites are listed as skipped beside their CPU results.
     if (all && backend === 'cpu' && !values.cpu) {
@@ -238,6 +270,7 @@ async function runE2e(
   suite: E2eSuite,
   values: Values,
   hfPeers: HfDecodePeer[] | undefined,
+  sampling: GenerateOptions | undefined,
   backend: BenchBackend,
   machine: ReturnType<typeof machineInfo>,
   ceiling: Ceiling,
@@ -258,6 +291,7 @@ async function runE2e(
     ...(values.name ? { name: values.name } : {}),
   };
   return withInterrupt(async (signal) => {
+    // (Only decode samples: prefill and patch time greedy generations.)
     const open = async (engine: string | undefined, maxContext: number) =>
       benchModel(
         await openModel(
@@ -268,6 +302,7 @@ async function runE2e(
           },
           signal,
         ),
+        suite === 'decode' ? sampling : undefined,
       );
     if (suite === 'decode') {
       const positions = intList(values.positions, cpu ? [1, 16, 64] : [1, 128, 512, 1024, 4096], 'positions');

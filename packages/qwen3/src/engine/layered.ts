@@ -173,7 +173,7 @@ interface Draw {
 }
 
 /** Whether the megakernel draws tokens by these parameters itself (a top-k of at most 64; temperature > 0). */
-function sampledInKernel(s: SamplingParams): boolean {
+export function sampledInKernel(s: Pick<SamplingParams, 'temperature' | 'topK'>): boolean {
   return s.temperature > 0 && s.topK >= 1 && s.topK <= Qwen3Megakernel.MAX_TOP_K;
 }
 
