@@ -34,12 +34,12 @@
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
 // Then the final RMSNorm and the LM head rows, each block keeping its best logit (or, when sampling, each warp its k
-// best, merged per block; launches with a screen stream the LM head's int8 copy instead and recompute in bf16 only
-// the rows that can hold the block's best or k best: consume_screen); the last block to arrive reduces the blocks' bests
-// (or merges their k best and draws from them by `sample`'s rule, with the step's uniform) and publishes the token:
-// to the other blocks (the next step's embedding row) and to pinned host memory, where the host reads it while the
-// kernel goes on. The last step also leaves the state for the next launch. Rounding follows the layered engine (and
-// HF): every projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
+// best, merged per block; launches with a screen stream the LM head's int8 copy instead and recompute in bf16 only the
+// rows that can hold the block's best or k best: consume_screen); the last block to arrive reduces the blocks' bests
+// (or merges their k best and draws from them by `sample`'s rule, with the step's uniform) and publishes the token: to
+// the other blocks (the next step's embedding row) and to pinned host memory, where the host reads it while the kernel
+// goes on. The last step also leaves the state for the next launch. Rounding follows the layered engine (and HF): every
+// projection output, norm output, SwiGLU output and residual sum is rounded to bf16 once.
 //
 // Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
 // error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
@@ -1290,7 +1290,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const float up = live ? c + bound : -INFINITY;
         if constexpr (kSample) {
           // (Warp-uniform: every lane holds the sums and the row's floats. A NaN bound is no bound.)
-          if (live && c - bound > -INFINITY) top_insert(low, candidate_key(c - bound, static_cast<unsigned>(u)), a.top_k);
+          if (live && c - bound > -INFINITY)
+            top_insert(low, candidate_key(c - bound, static_cast<unsigned>(u)), a.top_k);
         } else if (live) {
           lower = fmaxf(lower, c - bound);
         }
