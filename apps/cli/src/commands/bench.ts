@@ -92,7 +92,8 @@ Decode sampling (default: greedy, as the HF peers decode):
   --temperature T    decode draws its tokens as qk generate does: by the model's sampling defaults
   --top-k K          (generation_config.json, else temperature 0.6, top-k 20, top-p 0.95) with the flags
   --top-p P          given in their place; any one of the four turns sampling on (--temperature 0: greedy).
-  --seed N           The HF peers stay greedy. The decode suite only (prefill and patch refuse them)`;
+  --seed N           The HF peers stay greedy. Decode only: prefill and patch stay greedy, and a run
+                     without the decode suite refuses them`;
 
 const OPTIONS = {
   ...MODEL_OPTIONS,
