@@ -266,7 +266,7 @@ __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
 // Loads issued where they stand, to overlap a wait that follows. ptxas may otherwise sink a plain load to its first
 // use to relieve register pressure (the kernel runs near 255 registers), and the load then starts after the wait it was
 // meant to hide under (NOTES.md, v11). `nc`: read-only data (weights); `cg`: data this kernel writes (the KV cache),
-// read coherently from L2.
+// read coherently from L2, and the screen's candidate LM-head rows (read once: not kept in L1).
 __device__ __forceinline__ uint4 ld_early_nc128(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -1180,15 +1180,6 @@ __device__ __forceinline__ int dot16_i8(const uint4 w, const uint4 xa, const uin
   return acc;
 }
 
-/** A global 16-byte load through L2, not L1 (a candidate row is read once). */
-__device__ __forceinline__ uint4 ldg128_cg(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 /**
  * The LM-head stage of a screened step (fixed shares: the block's rows are [u0, u1)): the screen's tiles from the
  * ring, then the candidates' bf16 rows from the LM head. Leaves the warp's best (lane 0) in `best`, or with kSample
@@ -1356,7 +1347,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
 #pragma unroll 4
       for (int c = lane * 8; c < k_dot; c += 256) {
         const uint4 xv = lds128(b.x + c);
-        const uint4 wa = ldg128_cg(ra + c), wb = ldg128_cg(rb + c);
+        const uint4 wa = ld_early_cg128(ra + c), wb = ld_early_cg128(rb + c);
         sa = dot8(wa, xv, sa);
         sb = dot8(wb, xv, sb);
       }
@@ -1394,7 +1385,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;
         float acc = 0.f;
 #pragma unroll 4
-        for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ldg128_cg(row + c), lds128(b.x + c), acc);
+        for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ld_early_cg128(row + c), lds128(b.x + c), acc);
         acc = warp_sum(acc);
         const float v = round_bf(acc);
         if (lane == 0 && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
