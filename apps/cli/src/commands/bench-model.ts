@@ -41,18 +41,19 @@ export function benchModel(model: Qwen3Model, sampling?: GenerateOptions): E2eMo
   const elementBytes = model.engine === 'cpu' ? 4 : 2;
   const draw: GenerateOptions = sampling ?? { temperature: 0 };
   const label = samplingLabel(model, draw);
+  const greedy = label === 'greedy';
   const screened = model.lmScreenFor(draw);
   return {
     engine: model.engine,
     source: model.source,
     vocabSize: model.tokenizer.vocabSize,
     bytesPerToken: (position) => bytesPerToken(model.config, position, elementBytes, screened),
-    ...(label === 'greedy' ? {} : { sampling: label }),
+    ...(greedy ? {} : { sampling: label }),
     ...(screened
       ? {
           note:
-            `${model.engine}: ${label === 'greedy' ? 'greedy steps' : 'sampled steps'} screen the LM head in int8 ` +
-            `(the same tokens; bf16 recomputation of the rows that can hold the ${label === 'greedy' ? 'argmax' : 'top-k'}), ` +
+            `${model.engine}: ${greedy ? 'greedy' : 'sampled'} steps screen the LM head in int8 ` +
+            `(the same tokens; bf16 recomputation of the rows that can hold the ${greedy ? 'argmax' : 'top-k'}), ` +
             'so its bytes count as the int8 screen: 1 byte per weight + 16 per row',
         }
       : {}),
