@@ -429,6 +429,47 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     layered.dispose();
   });
 
+  it('the staged attention (QK_MEGAKERNEL_STAGED_UNTIL) matches the attention by chunks and the layered engine, in launches of one step and of several', () => {
+    // 8 KV heads in groups of 2 (as Qwen3-0.6B): from 57 keys a head splits into chunks of one pass. With the staged
+    // attention, launches whose steps have 57-256 keys attend with one block per KV head over the head's rows staged
+    // in shared memory, on the tensor cores: other roundings (bf16 weights), so other bits from position 56 on.
+    const staged = withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () =>
+      build('megakernel', EIGHT_KV_HEADS, 18),
+    );
+    const chunked = build('megakernel', EIGHT_KV_HEADS, 18);
+    const layered = build('layered', EIGHT_KV_HEADS, 18);
+    // Up to position 299: past 256 keys both attend by chunks again, over caches the staged steps wrote.
+    const ids = randomIds(300, EIGHT_KV_HEADS.vocabSize, 35);
+    const got = trace(staged, ids, 1);
+    const old = trace(chunked, ids, 1);
+    expectSameBits(got.slice(0, 56), old.slice(0, 56));
+    // (The staged steps did take the other path: their logits are not the chunked ones' bits.)
+    expect(got.slice(56, 256).filter((g, s) => !sameBits(g, old[56 + s]!)).length).toBeGreaterThan(150);
+    expectClose(got, old, { from: 56, relL2: 1e-2, agreement: 0.95 });
+    expectMatchesLayered(got, trace(layered, ids, 1));
+    staged.dispose();
+    chunked.dispose();
+    layered.dispose();
+
+    // Launches of 4 steps (QK_MEGAKERNEL_STAGED_FROM=1: every launch within 256 keys is staged): the staged rows'
+    // barrier completes once per layer of each step, so its phases must follow across steps; the tokens and the bits
+    // are those of one step per launch.
+    const env = <T>(make: () => T) =>
+      withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () => withEnv('QK_MEGAKERNEL_STAGED_FROM', '1', make));
+    const four = env(() => build('megakernel', EIGHT_KV_HEADS, 19, { megakernelSteps: 4 }));
+    const one = env(() => build('megakernel', EIGHT_KV_HEADS, 19));
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const prompt = randomIds(5, EIGHT_KV_HEADS.vocabSize, 36);
+    const tokens = [four.next(prompt, 0, greedy, 0)];
+    for (let p = prompt.length; p < 245; p++)
+      tokens.push(four.next([tokens.at(-1)!], p, greedy, tokens.length));
+    const want = [argmax(one.logits(prompt, 0))];
+    for (let p = prompt.length; p < 245; p++) want.push(argmax(one.logits([want.at(-1)!], p)));
+    expect(tokens).toEqual(want);
+    four.dispose();
+    one.dispose();
+  });
+
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
     const dims = {

@@ -36,6 +36,10 @@ struct Instance {
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
+  // The staged attention (QK_MEGAKERNEL_STAGED_FROM / _UNTIL, read on creation): launches whose steps all have
+  // staged_from…staged_until keys use it (MegakernelArgs::staged_keys); staged_until 0: none.
+  int staged_from = 0;
+  int staged_until = 0;
 };
 
 void release(Instance& inst) {
@@ -179,6 +183,18 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
     // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
     r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
+    // The staged attention (NOTES.md v28; query groups of 2 with fixed shares): launches whose steps all have
+    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 0: none; at
+    // most 256) attend with one block per KV head over rows staged in shared memory, on the tensor cores.
+    if (d.q_heads == 2 * d.kv_heads && r.claim == 0) {
+      inst.staged_until = static_cast<int>(
+          std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_UNTIL", 0), kMegakernelStagedMaxKeys));
+      inst.staged_from = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_FROM", 57), INT32_MAX));
+      // QK_MEGAKERNEL_STAGED_GATE_UP=1: the staged attention's blocks take gate/up rows as the others do (a knob).
+      r.staged_gate_up = env_count("QK_MEGAKERNEL_STAGED_GATE_UP", 0) != 0 ? 1 : 0;
+      // QK_MEGAKERNEL_STAGED_HF=0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (a knob).
+      r.staged_hf = env_count("QK_MEGAKERNEL_STAGED_HF", 1) != 0 ? 1 : 0;
+    }
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
     r.max_context = a.int64(8, "maxContext", 1, INT32_MAX);
@@ -333,6 +349,19 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     const bool short_ring = position >= 0 && position < inst.plan.short_until;
     inst.args.slots = short_ring ? inst.plan.short_slots : inst.plan.slots;
     inst.args.slot_bytes = static_cast<int64_t>(short_ring ? inst.plan.short_slot_bytes : inst.plan.slot_bytes);
+    // The staged attention, for a launch known to keep within its keys (a wrong hint costs speed only: the kernel
+    // stages a step only when its keys fit, and attends by chunks otherwise).
+    inst.args.staged_keys = 0;
+    inst.args.staged_slots = 0;
+    if (inst.staged_until > 0 && position >= 0 && position + 1 >= inst.staged_from &&
+        position + steps <= inst.staged_until) {
+      const int keys = (inst.staged_until + 15) / 16 * 16;
+      const int kept = megakernel_staged_slots(inst.args.slots, inst.args.slot_bytes, keys);
+      if (kept >= 2) {
+        inst.args.staged_keys = keys;
+        inst.args.staged_slots = kept;
+      }
+    }
     // Step s of the launch tags its flagged words with epoch + s. Epochs never repeat between clears of the
     // workspace; 0 is what the cleared workspace holds, so numbering starts at 1, and it starts again (after a clear)
     // before it would wrap.

@@ -30,6 +30,9 @@
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
 //      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
 //      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
+//      (Another, MegakernelArgs::staged_keys, off by default: launches whose steps have at most 256 keys attend with
+//      one block per KV head over the head's rows copied into its shared memory, on the tensor cores: attend_staged,
+//      NOTES.md v28.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -85,6 +88,13 @@ constexpr int kMinChunk = kPass;  // positions per attention work item, at least
 // Keys of a chunk's second pass that can be staged in shared memory (in the warps' output area: K and V rows of 256
 // bytes; K's 16-byte pieces swizzled by the row, piece ^ (row & 7), so that a warp's 8 keys use different banks)
 constexpr int kStageKeys = 28;
+// The staged attention (NOTES.md v28): in a launch whose steps have at most MegakernelArgs::staged_keys keys (query
+// groups of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past its
+// ring (which keeps MegakernelArgs::staged_slots slots) before it waits for q/k/v, then attends on the tensor cores.
+// A row takes kStagedRow bytes: 256 and 16 of padding, so that the eight rows of an ldmatrix fall on different banks.
+constexpr int kStagedRow = static_cast<int>(kMegakernelStagedRowBytes);
+constexpr int kStagedMaxKeys = kMegakernelStagedMaxKeys;  // (the scores' scratch; a multiple of the 16-key tiles)
+static_assert(kStagedMaxKeys % 16 == 0 && kStagedRow == kD * 2 + 16);
 // Heads of up to kFlagMergeMax chunks are merged by chunk 0's block from flagged records as they land, kFlagMergeChunks
 // chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (NOTES.md
 // v11/v12: the flagged merge saves two round trips at a few chunks; v15: with a second batch, 9-16 chunks gain too).
@@ -190,6 +200,13 @@ constexpr int kAttnStageElems = (kMaxG + 2) * kD;
 static_assert(kFlagMergeMax * 2 * (kD + 2) * 4 <= kAttnScratchFloats * 4 + kAttnStageElems * 2,
               "the records of a spread merge (G ≤ 2) fit the attention scratch and the staged q/k/v");
 
+// The staged attention's scratch (floats, in the attention scratch): q (bf16) [2][128], the scores [2][256], the
+// weights of key pairs [16][2][8], the warps' maxes and sums [7][2] each, the output [2][128] and (max, sum) per head.
+constexpr int kStagedQ = 0, kStagedS = kStagedQ + kD, kStagedP = kStagedS + 2 * kStagedMaxKeys;
+constexpr int kStagedMax = kStagedP + kStagedMaxKeys, kStagedSum = kStagedMax + 2 * kConsumerWarps;
+constexpr int kStagedOut = kStagedSum + 2 * kConsumerWarps, kStagedEnd = kStagedOut + 2 * kD + 4;
+static_assert(kStagedEnd <= kAttnScratchFloats, "the staged attention's scratch fits the attention scratch");
+
 __host__ __device__ inline size_t union_bytes(const MegakernelDims& d) {
   const size_t x = static_cast<size_t>(x_elems(d)) * 2;
   const size_t a = static_cast<size_t>(kAttnScratchFloats) * 4 + static_cast<size_t>(kAttnStageElems) * 2;
@@ -201,7 +218,8 @@ __host__ __device__ inline size_t residual_bytes(const MegakernelDims& d) {
 }
 
 constexpr size_t kMiscBytes = 1024;  // mbarriers, slot descriptors, reduction scratch, flags
-static_assert(3 * kMaxSlots * 8 + 64 * 4 + 16 <= kMiscBytes);
+static_assert(3 * kMaxSlots * 8 + 64 * 4 + 16 + 8 <= kMiscBytes);
+constexpr size_t kStagedBarrier = kMiscBytes - 8;  // the staged attention's mbarrier, at the misc bytes' end
 
 /** Shared memory besides the ring. */
 size_t fixed_smem_bytes(const MegakernelDims& d) { return union_bytes(d) + residual_bytes(d) + kMiscBytes; }
@@ -425,24 +443,29 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
  * 10-15 µs per token at positions 128-767 in run 65b), and at most grid / KV heads chunks.
  */
 __device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos) {
+  if (pos + 1 <= a.staged_keys) return 1;  // the staged attention: one block per KV head
   const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(a.dims.kv_heads);
   const int keys = a.chunk_keys > kMinChunk ? a.chunk_keys : kMinChunk;
   return max(1, min((pos + 1 + keys - 1) / keys, max_chunks));
 }
 
 /**
- * Blocks [0, result) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
+ * Blocks [0, |result|) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
  * land: when at most `a.skip_items` blocks attend (short contexts), and not all of them. Otherwise 0: every block
- * takes rows of every stage.
+ * takes rows of every stage. Negative in a step of the staged attention, whose blocks take no gate/up rows either:
+ * their ring is short while the staged rows hold the rest of it (NOTES.md v28, run 77b).
  */
 __device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) {
   const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a, pos);
-  return items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must take rows)
+  const int skip = items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must
+                                                                                              // take rows)
+  return pos + 1 <= a.staged_keys && a.staged_gate_up == 0 ? -skip : skip;
 }
 
-/** The rows a stage skips on the attention blocks (QKV and O only). */
+/** The rows a stage skips on the attention blocks: QKV and O, and gate/up in a staged step (attention_skip). */
 __device__ __forceinline__ int stage_skip(int stage, int attn_skip) {
-  return stage == kQkv || stage == kO ? attn_skip : 0;
+  return stage == kQkv || stage == kO ? (attn_skip < 0 ? -attn_skip : attn_skip)
+                                      : (stage == kGateUp && attn_skip < 0 ? -attn_skip : 0);
 }
 
 /** Whether this block takes no rows of `stage` in a step whose attention_skip() is `attn_skip`. */
@@ -489,6 +512,7 @@ struct Block {
   unsigned launch_epoch;  // the epoch of the launch's first step: tags its host error word
   unsigned epoch;         // the epoch of this step: tags the flagged words it writes and waits for
   int attn_skip;          // attention_skip() of this step
+  int nslots;             // this block's ring slots: a.slots, or a.staged_slots on the staged attention's blocks
 };
 
 /**
@@ -853,14 +877,14 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
   }
   const bool none = t0 >= lim;
   // A cap of a whole ring or more caps nothing: the ring itself holds at most `slots` copies.
-  const int inflight = cap < a.slots ? cap : 0;
+  const int inflight = cap < b.nslots ? cap : 0;
   for (;;) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.empty[slot], at.phase ^ 1u)) return false;
     if (none) {
       b.desc[slot] = make_uint2(0, 0);
       mbar_arrive(&b.full[slot]);
-      ring_next(at, a.slots);
+      ring_next(at, b.nslots);
       issued++;
       return true;
     }
@@ -887,7 +911,7 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       int back = slot - inflight;
       unsigned phase = at.phase;
       if (back < 0) {  // the previous round
-        back += a.slots;
+        back += b.nslots;
         phase ^= 1u;
       }
       if (!mbar_wait(b, &b.full[back], phase)) return false;
@@ -896,7 +920,7 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       bulk_copy_hint(dst, src, bytes, &b.full[slot], l2_policy);
       if (s.rows_per_unit == 2) bulk_copy_hint(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot], l2_policy);
     }
-    ring_next(at, a.slots);
+    ring_next(at, b.nslots);
     issued++;
     if (last) return true;
     t0 = next;
@@ -1059,7 +1083,7 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
   // (Qwen3-8B's gate/up) would otherwise keep one warp busy while the others wait for the next tile. `mine` is this
   // warp's next turn (its stage-wide index), `turns` the stage's turns before the current tile.
   int turns = 0, mine = warp;
-  for (bool last = false; !last; ring_next(at, a.slots)) {
+  for (bool last = false; !last; ring_next(at, b.nslots)) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
     if (first_event >= 0 && turns == 0) stamp(a, first_event);
@@ -1248,7 +1272,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   float lower = -INFINITY;        // argmax: the warp's best lower bound so far (every lane holds it)
   TopK low{0ull, 0ull, 0ull, 0};  // sampling: the warp's k best lower bounds so far (as candidate keys)
   int turns = 0, mine = warp;
-  for (bool last = false; !last; ring_next(at, a.slots)) {
+  for (bool last = false; !last; ring_next(at, b.nslots)) {
     const int slot = at.slot;
     if (!mbar_wait(b, &b.full[slot], at.phase)) return false;
     const uint2 desc = b.desc[slot];
@@ -1399,40 +1423,27 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
 // Attention
 
 /**
- * Attention of KV head `g`'s query group over cache positions [p0, p1) of layer `layer` (len = pos + 1 keys in
- * all). Publishes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
- * head to finish merges them and publishes the output. Returns false when the launch aborts.
- *
- * Work split: passes of kPass keys; warp w takes keys w·8 … w·8 + 7 of a pass, four lanes per key for the scores
- * (lane quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q
- * from different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
- * output, so a pass needs no block-wide reduction; the warps are merged once at the end, in fixed order.
- * kStage: a short second pass may be staged in shared memory (below). Only the argmax kernels of groups up to 3 take
- * it: in the others (G = 4, sampling) its code made ptxas spill 4-20 bytes.
+ * The attention's inputs, for KV head `g`'s query group: waits for the group's queries (and the new key and value where
+ * this work item holds position `pos`), QK-norms and ropes them (every item of the head, redundantly), and appends the
+ * new key and value to the cache. `early()` runs before the wait, after the loads of the norm weights: the work that
+ * overlaps it (it may sync the consumers). kStaged (the staged attention): the queries go to the scratch as bf16
+ * (unscaled), and the new key and value also to the staged rows `krow` and `vrow`; otherwise the queries go to the
+ * scratch as floats in the log2 domain (pre-scaled). False when the launch aborts.
  */
-template <int G, bool kStage>
-__device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
-                                      int c, int chunks, int p0, int p1, int pos, int ev) {
+template <int G, bool kStaged, typename Early>
+__device__ __forceinline__ bool attention_inputs(const MegakernelArgs& a, const Block& b, int layer, int g,
+                                                 bool holds_new, int pos, int ev, bf16* krow, bf16* vrow,
+                                                 Early early) {
   const MegakernelDims& d = a.dims;
   const int KV = static_cast<int>(d.kv_heads);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const MegakernelLayer& L = a.layers[layer];
-  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
-  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
-  const void* qkv = stage_output(a, lay, layer, kQkv);
+  const void* qkv = stage_output(a, a.layout, layer, kQkv);
   bf16* kc = static_cast<bf16*>(L.k_cache);
   bf16* vc = static_cast<bf16*>(L.v_cache);
-  float* qs = b.scratch;             // [G][128] roped queries, pre-scaled into the log2 domain
-  float* wacc = qs + kMaxG * kD;                    // [warps][G·128] the warps' outputs
-  float* wml = wacc + kConsumerWarps * kMaxG * kD;  // [warps][G][2] the warps' max and sum
+  float* qs = b.scratch;                                        // [G][128] (floats)
+  bf16* qh = reinterpret_cast<bf16*>(b.scratch + kStagedQ);     // [G][128] (bf16, the staged attention)
   const float scale_log2 = rsqrtf(static_cast<float>(kD)) * kLog2e;
-  const int qd = lane & 3, kq = lane >> 2;
-  constexpr int kPerWarp = kKeysPerWarp;
-
-  // Everything that does not depend on this step's q/k/v is started before waiting for them: the norm weights of
-  // the warp's head, and the cached keys and values of the first pass (the new position, if this chunk holds it,
-  // comes from the staged k/v instead of the cache).
-  const bool holds_new = p0 <= pos && pos < p1;
   const bf16* norm_w = warp < G ? static_cast<const bf16*>(L.q_norm)
                                 : (holds_new && warp == G ? static_cast<const bf16*>(L.k_norm) : nullptr);
   // Raw loads (converted only where used), so that nothing waits for them before the gather is issued.
@@ -1446,44 +1457,7 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       freq[j] = ld_early_nc32f(a.inv_freq + lane + 32 * j);
     }
   }
-  uint4 kv[4];
-  uint2 vv[kPerWarp];
-  auto load_pass = [&](int sp) {
-    const int kk = sp + warp * kPerWarp + kq;
-    if (kk < p1 && kk != pos) {
-      const bf16* krow = kc + (static_cast<int64_t>(kk) * KV + g) * kD;
-#pragma unroll
-      for (int i = 0; i < 4; i++) kv[i] = ld_early_cg128(krow + (qd + 4 * i) * 8);
-    }
-#pragma unroll
-    for (int j = 0; j < kPerWarp; j++) {
-      const int vk = sp + warp * kPerWarp + j;
-      if (vk < p1 && vk != pos)
-        vv[j] = ld_early_cg64(vc + (static_cast<int64_t>(vk) * KV + g) * kD + lane * 4);
-    }
-  };
-  load_pass(p0);
-  consumer_sync();  // the QKV stage's readers of x (the same memory as the scratch) are done
-  // A chunk of two passes whose second pass holds at most kStageKeys keys (Qwen3-0.6B at 1,025-1,344 keys: 16 chunks
-  // of 65-84) gets its second pass's cached rows copied into shared memory now, in the background, into the warps'
-  // output area (written only after a barrier behind the passes): the second pass then does not wait for an L2 round
-  // trip. (Run 65b: 2 µs per token at 1024, within the spread: the second pass costs its arithmetic, not its loads.)
-  // (staged_keys() is recomputed where used rather than held: the attention runs at the register limit.)
-  const auto staged_keys = [&]() {
-    const int n = p1 - p0 - kPass;
-    return kStage && a.kv_stage != 0 && n > 0 && n <= kStageKeys ? n : 0;
-  };
-  uint8_t* const stage_k = reinterpret_cast<uint8_t*>(wacc);
-  uint8_t* const stage_v = stage_k + kStageKeys * kD * 2;
-  for (int i = tid; i < staged_keys() * 32; i += kConsumers) {
-    const int r = i >> 5, part = i & 31, key = p0 + kPass + r;
-    if (key == pos) continue;  // the new row is not in the cache yet: the pass takes it from the staged k/v
-    const int64_t row = (static_cast<int64_t>(key) * KV + g) * kD;
-    if (part < 16)
-      cp_async16(stage_k + r * kD * 2 + ((part ^ (r & 7)) * 16), kc + row + part * 8);
-    else
-      cp_async16(stage_v + r * kD * 2 + (part - 16) * 16, vc + row + (part - 16) * 8);
-  }
+  early();
   stamp(a, ev);
 
   // Wait for the group's queries (and the new key and value where this chunk holds them): one gather, a word per
@@ -1537,19 +1511,364 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
       const float x0 = lo[j] * inv * bf(w_lo[j]), x1 = hi[j] * inv * bf(w_hi[j]);
       const bf16 r0 = to_bf(x0 * cs - x1 * sn), r1 = to_bf(x1 * cs + x0 * sn);
       if (is_q) {
-        qs[warp * kD + i] = bf(r0) * scale_log2;
-        qs[warp * kD + i + kHalf] = bf(r1) * scale_log2;
+        if constexpr (kStaged) {
+          qh[warp * kD + i] = r0;
+          qh[warp * kD + i + kHalf] = r1;
+        } else {
+          qs[warp * kD + i] = bf(r0) * scale_log2;
+          qs[warp * kD + i + kHalf] = bf(r1) * scale_log2;
+        }
       } else {
         kdst[i] = r0;
         kdst[i + kHalf] = r1;
         kin[i] = r0;
         kin[i + kHalf] = r1;
+        if constexpr (kStaged) {
+          krow[i] = r0;
+          krow[i + kHalf] = r1;
+        }
       }
     }
   } else if (holds_new && warp == G + 1) {
-    *reinterpret_cast<uint2*>(vc + (static_cast<int64_t>(pos) * KV + g) * kD + lane * 4) =
-        *reinterpret_cast<const uint2*>(vin + lane * 4);
+    const uint2 v = *reinterpret_cast<const uint2*>(vin + lane * 4);
+    *reinterpret_cast<uint2*>(vc + (static_cast<int64_t>(pos) * KV + g) * kD + lane * 4) = v;
+    if constexpr (kStaged) *reinterpret_cast<uint2*>(vrow + lane * 4) = v;
   }
+  return true;
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+/** c += A·B, m16n8k16, bf16 in, f32 accumulate (A: 4 registers, B: 2, C/D: 4, the PTX fragment layouts). */
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/**
+ * The staged attention (NOTES.md v28) of KV head `g`'s query group of 2 over all pos + 1 keys, one block per head, on
+ * the tensor cores. Publishes the normalised output. `parity`: the phase of the staged rows' barrier.
+ *
+ * 1. Before the wait for q/k/v, the block copies the head's cached rows (all but the new one) into shared memory past
+ *    its ring: one bulk copy per key row and per value row, completing on one mbarrier.
+ * 2. Scores, in 16-key tiles spread over the warps: Sᵀ (16 keys × 8 columns) = K (16 keys × 16 dims, ldmatrix) · qᵀ
+ *    (16 dims × 8: the two queries in columns 0-1, zeros beside), two tiles at a time (four accumulator chains). The
+ *    scores go to the scratch in the log2 domain, with each warp's max per query.
+ * 3. After a barrier, warp w turns the scores of tiles w, w + 7, … into weights 2^(s − the block's max) in bf16 pairs
+ *    (lanes: query lane >> 3 & 1, key pair lane & 7, lanes 16-31 the next tile), with its sums per query.
+ * 4. After a second barrier, warp w computes output dims [16w, 16w + 16) (warp 0 also [112, 128)) as Vᵀ (16 dims ×
+ *    16 keys, ldmatrix.trans) · Pᵀ (16 keys × 8: the weights in columns 0-1), four key tiles at a time.
+ * The weights are rounded to bf16 for the MMA; the sum that divides the output is of the unrounded weights.
+ */
+__device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer,
+                                              int g, int pos, int ev, unsigned parity) {
+  constexpr int G = 2;
+  const MegakernelDims& d = a.dims;
+  const int KV = static_cast<int>(d.kv_heads);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, t = lane & 3;
+  const MegakernelLayer& L = a.layers[layer];
+  const bf16* kc = static_cast<const bf16*>(L.k_cache);
+  const bf16* vc = static_cast<const bf16*>(L.v_cache);
+  const int n = pos + 1, tiles = (n + 15) >> 4;
+  uint8_t* const krows = b.slots + static_cast<size_t>(b.nslots) * static_cast<size_t>(a.slot_bytes);
+  uint8_t* const vrows = krows + static_cast<size_t>(a.staged_keys) * kStagedRow;
+  uint64_t* const bar = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedBarrier);
+  float* const sc = b.scratch;
+  const bf16* const qh = reinterpret_cast<const bf16*>(sc + kStagedQ);
+  float* const ss = sc + kStagedS;                              // [2][kStagedMaxKeys] scores
+  unsigned* const pw = reinterpret_cast<unsigned*>(sc + kStagedP);  // [tile][2][8] bf16 pairs of weights
+  float* const wmx = sc + kStagedMax;                           // [warps][2]
+  float* const wsum = sc + kStagedSum;                          // [warps][2]
+  float* const out = sc + kStagedOut;                           // [2][128]
+
+  if (!attention_inputs<G, true>(
+          a, b, layer, g, true, pos, ev, reinterpret_cast<bf16*>(krows + static_cast<size_t>(pos) * kStagedRow),
+          reinterpret_cast<bf16*>(vrows + static_cast<size_t>(pos) * kStagedRow), [&]() {
+            // The rows' one arrival carries the bytes of the cached rows; the copies may land before it.
+            if (tid == 0) {
+              mbar_expect_tx_only(bar, static_cast<unsigned>(pos) * 2u * kD * 2u);
+              mbar_arrive(bar);
+            }
+            // This layer's copies overwrite rows the previous layer's ldmatrix read (generic proxy, ordered before
+            // here by the consumer barriers since): order those reads before the copies (async proxy).
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            for (int i = tid; i < 2 * pos; i += kConsumers) {
+              const int r = i >> 1;
+              const bf16* src = ((i & 1) ? vc : kc) + (static_cast<int64_t>(r) * KV + g) * kD;
+              uint8_t* dst = ((i & 1) ? vrows : krows) + static_cast<size_t>(r) * kStagedRow;
+              asm volatile(
+                  "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                      smem_addr(dst)),
+                  "l"(src), "n"(kD * 2), "r"(smem_addr(bar))
+                  : "memory");
+            }
+            // The last tile's rows past the keys are zeros (their weights are 0, and 0 · a stale NaN would not be).
+            for (int i = n * 32 + tid; i < tiles * 16 * 32; i += kConsumers) {
+              const int r = i >> 5, part = i & 31;
+              *reinterpret_cast<uint4*>((part < 16 ? krows : vrows) + static_cast<size_t>(r) * kStagedRow +
+                                        (part & 15) * 16) = make_uint4(0, 0, 0, 0);
+            }
+            consumer_sync();  // the QKV stage's readers of x (the same memory as the scratch) are done
+          }))
+    return false;
+  // Every thread waits for the copies (their bytes are visible to the threads that see the phase complete); the
+  // barrier behind it also publishes q, the new row and the zero rows.
+  if (!block_ok(b, mbar_wait(b, bar, parity))) return false;
+  if ((a.debug & 64) == 0) stamp(a, ev + 2);
+
+  // 2. Scores.
+  const bool col = gq < G;  // this lane's B column is a query
+  const int hq = gq & 1;
+  unsigned qb[8][2];
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const unsigned x0 = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 2 * t);
+    const unsigned x1 = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 8 + 2 * t);
+    qb[k][0] = col ? x0 : 0u;
+    qb[k][1] = col ? x1 : 0u;
+  }
+  // The scores in the log2 domain. a.staged_hf: rounded as HF's eager bf16 attention rounds them (q·kᵀ to bf16, then
+  // · head_dim^-0.5 to bf16); otherwise the fp32 dot product, scaled.
+  const bool hf = a.staged_hf != 0;
+  const float inv_sqrt_d = rsqrtf(static_cast<float>(kD)), scale = inv_sqrt_d * kLog2e;
+  const auto score = [&](float v) { return hf ? round_bf(round_bf(v) * inv_sqrt_d) * kLog2e : v * scale; };
+  float wmax0 = -INFINITY, wmax1 = -INFINITY;
+  const unsigned kbase = smem_addr(krows) + ((lane & 15) * kStagedRow + (lane >> 4) * 16);
+  for (int ta = warp; ta < tiles; ta += 2 * kConsumerWarps) {
+    const int tb = ta + kConsumerWarps < tiles ? ta + kConsumerWarps : ta;  // (tile a again when there is no b)
+    float c[4][4] = {};
+    const unsigned ra = kbase + ta * 16 * kStagedRow, rb = kbase + tb * 16 * kStagedRow;
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) {
+      unsigned f[4][4];
+      ldsm_x4(ra + k * 32, f[0]);
+      ldsm_x4(ra + (k + 1) * 32, f[1]);
+      ldsm_x4(rb + k * 32, f[2]);
+      ldsm_x4(rb + (k + 1) * 32, f[3]);
+      mma_bf16_16816(c[0], f[0], qb[k][0], qb[k][1]);
+      mma_bf16_16816(c[1], f[1], qb[k + 1][0], qb[k + 1][1]);
+      mma_bf16_16816(c[2], f[2], qb[k][0], qb[k][1]);
+      mma_bf16_16816(c[3], f[3], qb[k + 1][0], qb[k + 1][1]);
+    }
+    // D: c0/c1 = key 16·tile + gq, columns 2t and 2t + 1; c2/c3 = key + 8. Lanes t = 0 hold the two queries.
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      if (u == 1 && tb == ta) break;
+      const int k0 = (u == 0 ? ta : tb) * 16 + gq, k1 = k0 + 8;
+      const float* x = c[2 * u];
+      const float* y = c[2 * u + 1];
+      if (t == 0) {
+        const float s00 = k0 < n ? score(x[0] + y[0]) : -INFINITY;
+        const float s01 = k0 < n ? score(x[1] + y[1]) : -INFINITY;
+        const float s10 = k1 < n ? score(x[2] + y[2]) : -INFINITY;
+        const float s11 = k1 < n ? score(x[3] + y[3]) : -INFINITY;
+        ss[k0] = s00;
+        ss[kStagedMaxKeys + k0] = s01;
+        ss[k1] = s10;
+        ss[kStagedMaxKeys + k1] = s11;
+        wmax0 = fmaxf(wmax0, fmaxf(s00, s10));
+        wmax1 = fmaxf(wmax1, fmaxf(s01, s11));
+      }
+    }
+  }
+  wmax0 = warp_max(wmax0);
+  wmax1 = warp_max(wmax1);
+  if (lane == 0) {
+    wmx[warp * 2] = wmax0;
+    wmx[warp * 2 + 1] = wmax1;
+  }
+  consumer_sync();
+
+  // 3. Weights, 2^(s − max) in bf16 pairs for the MMAs: warp w those of tiles w, w + 7, … With a.staged_hf, as HF's
+  // softmax rounds them: in fp32 (exp2f, kept in place of the scores), divided by their sum after a barrier, then
+  // rounded to bf16. Otherwise (flash-style) rounded unnormalised, and the output is divided by their sum instead.
+  // (Run 77g: every warp summing all the weights itself, with ex2.approx and a reciprocal, saved no time and took the
+  // HF agreement to 98.9%.)
+  const int ph = (lane >> 3) & 1, pq = lane & 7;
+  {
+    float mh = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kConsumerWarps; w++) mh = fmaxf(mh, wmx[w * 2 + ph]);
+    float sum = 0.f;
+    for (int j = warp + kConsumerWarps * (lane >> 4); j < tiles; j += 2 * kConsumerWarps) {
+      float2* sv = reinterpret_cast<float2*>(ss + ph * kStagedMaxKeys + 16 * j + 2 * pq);
+      const float2 x = *sv;
+      const float p0 = hf ? exp2f(x.x - mh) : ex2_approx(x.x - mh), p1 = hf ? exp2f(x.y - mh) : ex2_approx(x.y - mh);
+      sum += p0 + p1;
+      if (hf)
+        *sv = make_float2(p0, p1);
+      else
+        pw[(j * 2 + ph) * 8 + pq] = pack_bf2(p0, p1);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    if ((lane & 23) == 0) wsum[warp * 2 + ph] = sum;  // lanes 0 and 8
+    if (warp == 0 && (lane & 23) == 0) out[2 * kD + 2 * ph] = mh;
+  }
+  consumer_sync();
+  if (hf) {
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + ph];
+    for (int j = warp + kConsumerWarps * (lane >> 4); j < tiles; j += 2 * kConsumerWarps) {
+      const float2 x = *reinterpret_cast<const float2*>(ss + ph * kStagedMaxKeys + 16 * j + 2 * pq);
+      pw[(j * 2 + ph) * 8 + pq] = pack_bf2(__fdiv_rn(x.x, l), __fdiv_rn(x.y, l));
+    }
+    consumer_sync();
+  }
+
+  // 4. Vᵀ·Pᵀ.
+  const bool two = warp == 0;
+  float o[4][4] = {}, o7[2][4] = {};
+  const int vrow = (lane & 7) + ((lane >> 4) << 3), vcol = ((lane >> 3) & 1) * 16;
+  const unsigned vbase = smem_addr(vrows) + vrow * kStagedRow + vcol;
+  for (int j0 = 0; j0 < tiles; j0 += 4) {
+    unsigned bw[4][2], f[4][4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int j = min(j0 + u, tiles - 1);
+      const bool real = col && j0 + u < tiles;
+      const unsigned w0 = pw[(j * 2 + hq) * 8 + t], w1 = pw[(j * 2 + hq) * 8 + t + 4];
+      bw[u][0] = real ? w0 : 0u;
+      bw[u][1] = real ? w1 : 0u;
+      ldsm_x4_trans(vbase + j * 16 * kStagedRow + warp * 32, f[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) mma_bf16_16816(o[u], f[u], bw[u][0], bw[u][1]);
+    if (two) {
+#pragma unroll
+      for (int u = 0; u < 4; u++) ldsm_x4_trans(vbase + min(j0 + u, tiles - 1) * 16 * kStagedRow + 7 * 32, f[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++) mma_bf16_16816(o7[u & 1], f[u], bw[u][0], bw[u][1]);
+    }
+  }
+  // D: c0/c1 = dim 16·mt + gq, columns (queries) 2t, 2t + 1; c2/c3 = dim + 8. Lanes t = 0 hold the two queries.
+  if (t == 0) {
+    const int d0 = 16 * warp + gq;
+    out[d0] = (o[0][0] + o[1][0]) + (o[2][0] + o[3][0]);
+    out[kD + d0] = (o[0][1] + o[1][1]) + (o[2][1] + o[3][1]);
+    out[d0 + 8] = (o[0][2] + o[1][2]) + (o[2][2] + o[3][2]);
+    out[kD + d0 + 8] = (o[0][3] + o[1][3]) + (o[2][3] + o[3][3]);
+    if (two) {
+      const int d1 = 16 * 7 + gq;
+      out[d1] = o7[0][0] + o7[1][0];
+      out[kD + d1] = o7[0][1] + o7[1][1];
+      out[d1 + 8] = o7[0][2] + o7[1][2];
+      out[kD + d1 + 8] = o7[0][3] + o7[1][3];
+    }
+  }
+  if (warp == 1 && lane < G) {
+    float l = 0.f;
+#pragma unroll
+    for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + lane];
+    out[2 * kD + 2 * lane + 1] = l;
+  }
+  consumer_sync();
+  void* attn = static_cast<uint8_t*>(stage_output(a, lay, layer, kAttention)) + static_cast<size_t>(g) * G * kD * 4;
+  for (int o2 = 2 * tid; o2 < G * kD; o2 += 2 * kConsumers) {
+    const float lh = hf ? 1.f : out[2 * kD + 2 * (o2 / kD) + 1];  // (the HF weights are normalised already)
+    flag_store(attn, o2 / 2, pack_bf2(out[o2] / lh, out[o2 + 1] / lh), b.epoch);
+  }
+  return true;
+}
+
+/**
+ * Attention of KV head `g`'s query group over cache positions [p0, p1) of layer `layer` (len = pos + 1 keys in
+ * all). Publishes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
+ * head to finish merges them and publishes the output. Returns false when the launch aborts.
+ *
+ * Work split: passes of kPass keys; warp w takes keys w·8 … w·8 + 7 of a pass, four lanes per key for the scores
+ * (lane quarter qd holds the 16-byte pieces qd, qd + 4, qd + 8, qd + 12 of the 128-wide row, so the quarters read q
+ * from different banks) and all 32 lanes per value row (4 dims each). Each warp keeps its own running max, sum and
+ * output, so a pass needs no block-wide reduction; the warps are merged once at the end, in fixed order.
+ * kStage: a short second pass may be staged in shared memory (below). Only the argmax kernels of groups up to 3 take
+ * it: in the others (G = 4, sampling) its code made ptxas spill 4-20 bytes.
+ */
+template <int G, bool kStage>
+__device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
+                                      int c, int chunks, int p0, int p1, int pos, int ev, unsigned staged_parity) {
+  if constexpr (G == 2) {
+    if (pos + 1 <= a.staged_keys) return attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
+  }
+  const MegakernelDims& d = a.dims;
+  const int KV = static_cast<int>(d.kv_heads);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const MegakernelLayer& L = a.layers[layer];
+  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
+  const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(d.kv_heads);
+  bf16* kc = static_cast<bf16*>(L.k_cache);
+  bf16* vc = static_cast<bf16*>(L.v_cache);
+  float* qs = b.scratch;             // [G][128] roped queries, pre-scaled into the log2 domain
+  float* wacc = qs + kMaxG * kD;                    // [warps][G·128] the warps' outputs
+  float* wml = wacc + kConsumerWarps * kMaxG * kD;  // [warps][G][2] the warps' max and sum
+  const int qd = lane & 3, kq = lane >> 2;
+  constexpr int kPerWarp = kKeysPerWarp;
+
+  // Everything that does not depend on this step's q/k/v is started before waiting for them (attention_inputs): the
+  // norm weights of the warp's head, and the cached keys and values of the first pass (the new position, if this
+  // chunk holds it, comes from the staged k/v instead of the cache).
+  const bool holds_new = p0 <= pos && pos < p1;
+  uint4 kv[4];
+  uint2 vv[kPerWarp];
+  auto load_pass = [&](int sp) {
+    const int kk = sp + warp * kPerWarp + kq;
+    if (kk < p1 && kk != pos) {
+      const bf16* krow = kc + (static_cast<int64_t>(kk) * KV + g) * kD;
+#pragma unroll
+      for (int i = 0; i < 4; i++) kv[i] = ld_early_cg128(krow + (qd + 4 * i) * 8);
+    }
+#pragma unroll
+    for (int j = 0; j < kPerWarp; j++) {
+      const int vk = sp + warp * kPerWarp + j;
+      if (vk < p1 && vk != pos)
+        vv[j] = ld_early_cg64(vc + (static_cast<int64_t>(vk) * KV + g) * kD + lane * 4);
+    }
+  };
+  // A chunk of two passes whose second pass holds at most kStageKeys keys (Qwen3-0.6B at 1,025-1,344 keys: 16 chunks
+  // of 65-84) gets its second pass's cached rows copied into shared memory now, in the background, into the warps'
+  // output area (written only after a barrier behind the passes): the second pass then does not wait for an L2 round
+  // trip. (Run 65b: 2 µs per token at 1024, within the spread: the second pass costs its arithmetic, not its loads.)
+  // (staged_keys() is recomputed where used rather than held: the attention runs at the register limit.)
+  const auto staged_keys = [&]() {
+    const int n = p1 - p0 - kPass;
+    return kStage && a.kv_stage != 0 && n > 0 && n <= kStageKeys ? n : 0;
+  };
+  uint8_t* const stage_k = reinterpret_cast<uint8_t*>(wacc);
+  uint8_t* const stage_v = stage_k + kStageKeys * kD * 2;
+  if (!attention_inputs<G, false>(a, b, layer, g, holds_new, pos, ev, nullptr, nullptr, [&]() {
+        load_pass(p0);
+        consumer_sync();  // the QKV stage's readers of x (the same memory as the scratch) are done
+        for (int i = tid; i < staged_keys() * 32; i += kConsumers) {
+          const int r = i >> 5, part = i & 31, key = p0 + kPass + r;
+          if (key == pos) continue;  // the new row is not in the cache yet: the pass takes it from the staged k/v
+          const int64_t row = (static_cast<int64_t>(key) * KV + g) * kD;
+          if (part < 16)
+            cp_async16(stage_k + r * kD * 2 + ((part ^ (r & 7)) * 16), kc + row + part * 8);
+          else
+            cp_async16(stage_v + r * kD * 2 + (part - 16) * 16, vc + row + (part - 16) * 8);
+        }
+      }))
+    return false;
+  bf16* kin = b.qkv_in + kMaxG * kD;
+  bf16* vin = kin + kD;
   if (staged_keys() > 0) cp_async_wait_all();  // (each thread its own copies; the barrier below publishes them all)
   consumer_sync();
   if ((a.debug & 64) == 0) stamp(a, ev + 2);
@@ -2116,6 +2435,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   b.host = a.host;
   b.launch_epoch = a.epoch;
   b.epoch = a.epoch;
+  b.nslots = a.staged_keys > 0 && static_cast<int>(blockIdx.x) < d.kv_heads ? a.staged_slots : a.slots;
 
   const int token0 = a.state[0];
   const int pos0 = a.state[1];
@@ -2134,6 +2454,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       mbar_init(&b.full[i], 1);
       mbar_init(&b.empty[i], kConsumers);
     }
+    mbar_init(reinterpret_cast<uint64_t*>(misc + kStagedBarrier), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     b.flag[0] = 0;
     b.flag[1] = 0;
@@ -2202,7 +2523,11 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
-        if (!attend<G, !kSample && G <= 3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4))
+        // (The staged attention's barrier completes once per layer of each step that uses it, and those steps are
+        // the launch's first: keys only grow.)
+        const unsigned parity = static_cast<unsigned>(step * d.layers + layer) & 1u;
+        if (!attend<G, !kSample && G <= 3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4,
+                                           parity))
           return;
       } else {
         stamp(a, ev + 4);
@@ -2401,6 +2726,12 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
       args.dims.q_heads / args.dims.kv_heads < 1 || args.dims.q_heads / args.dims.kv_heads > kMegakernelMaxGroup)
     return cudaErrorInvalidValue;
   if (args.lm_screen != nullptr && (args.claim != 0 || plan.screen_rows <= 0))
+    return cudaErrorInvalidValue;
+  // The staged attention: query groups of 2, fixed shares, whole 16-key tiles, and rows that fit past the ring it keeps.
+  if (args.staged_keys != 0 &&
+      (args.staged_keys < 0 || args.staged_keys > kMegakernelStagedMaxKeys || args.staged_keys % 16 != 0 ||
+       args.dims.q_heads != 2 * args.dims.kv_heads || args.claim != 0 || args.staged_slots < 2 ||
+       args.staged_slots != megakernel_staged_slots(args.slots, args.slot_bytes, args.staged_keys)))
     return cudaErrorInvalidValue;
   if (args.top_k > 0) {
     if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||

@@ -21,6 +21,20 @@ constexpr int kMegakernelMaxSteps = 64;
 constexpr int kMegakernelMaxTopK = 64;
 /** Heads of up to this many attention chunks may be merged by the O blocks (MegakernelArgs::o_merge). */
 constexpr int kMegakernelOMergeMax = 3;
+// The staged attention (MegakernelArgs::staged_keys): keys per head at most, and the shared-memory bytes of one
+// staged key or value row (256 and 16 of padding).
+constexpr int kMegakernelStagedMaxKeys = 256;
+constexpr int64_t kMegakernelStagedRowBytes = 2 * kMegakernelHeadDim + 16;
+
+/**
+ * The ring slots the staged attention's blocks keep when their ring has `slots` slots of `slot_bytes` and they stage
+ * `keys` key and value rows past it (MegakernelArgs::staged_slots); below 2, that ring leaves no room for them.
+ */
+inline int megakernel_staged_slots(int slots, int64_t slot_bytes, int keys) {
+  if (slot_bytes <= 0) return 0;
+  const int64_t rows = 2 * static_cast<int64_t>(keys) * kMegakernelStagedRowBytes;
+  return slots - static_cast<int>((rows + slot_bytes - 1) / slot_bytes);
+}
 
 /** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
 struct MegakernelLayer {
@@ -131,6 +145,14 @@ struct MegakernelArgs {
                                      // NOTES.md v18)
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
                                      // (through v17; NOTES.md v18)
+  // The staged attention (query groups of 2; NOTES.md v28): steps of at most staged_keys keys (a multiple of 16, at
+  // most kMegakernelStagedMaxKeys; 0: none) attend with one block per KV head, over the head's cached rows copied into
+  // shared memory past the ring of blocks [0, kv_heads), which keep staged_slots of its slots (MegakernelPlan).
+  int staged_keys = 0;
+  int staged_slots = 0;
+  int staged_gate_up = 0;            // 1: the staged attention's blocks take gate/up rows too (a knob; 0: they do not)
+  int staged_hf = 1;                 // 1: the staged attention rounds its scores and weights as HF's eager bf16
+                                     // attention does; 0: fp32 scores, unnormalised bf16 weights (flash-style)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
                                      // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
