@@ -160,6 +160,31 @@ function expectSameBits(got: Float32Array[], want: Float32Array[]) {
   }
 }
 
+/**
+ * The megakernel with the knob `name` set to `value` (read when an instance is made) against one without it and
+ * against the layered engine, on EIGHT_KV_HEADS over `length` random ids (weights seeded `seed`, ids `idsSeed`), one
+ * step per launch: the same bits below 56 keys (one chunk per head), then within 1e-2 relative L2 and 95% argmax
+ * agreement of the default's logits, and within the layered engine's tolerances. Returns both logit traces.
+ */
+function knobAgainstDefault(name: string, value: string, seed: number, length: number, idsSeed: number) {
+  const knob = withEnv(name, value, () => build('megakernel', EIGHT_KV_HEADS, seed));
+  const plain = build('megakernel', EIGHT_KV_HEADS, seed);
+  const layered = build('layered', EIGHT_KV_HEADS, seed);
+  try {
+    const ids = randomIds(length, EIGHT_KV_HEADS.vocabSize, idsSeed);
+    const got = trace(knob, ids, 1);
+    const old = trace(plain, ids, 1);
+    expectSameBits(got.slice(0, 56), old.slice(0, 56));
+    expectClose(got, old, { from: 56, relL2: 1e-2, agreement: 0.95 });
+    expectMatchesLayered(got, trace(layered, ids, 1));
+    return { got, old };
+  } finally {
+    knob.dispose();
+    plain.dispose();
+    layered.dispose();
+  }
+}
+
 /** The tokens of `next()` from a 5-token prompt, then one step per position up to `until`, each fed the last token. */
 function nextSteps(e: Engine, ids: readonly number[], sampling: SamplingParams, until: number): number[] {
   const out = [e.next(ids.slice(0, 5), 0, sampling, 0)];
@@ -415,45 +440,21 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the
     // same bits; from 168 (4-6 chunks here) chunk 0's block merges in both, over caches that differ by the earlier
     // roundings.
-    const merged = withEnv('QK_MEGAKERNEL_O_MERGE', '3', () => build('megakernel', EIGHT_KV_HEADS, 17));
-    const chunk0 = build('megakernel', EIGHT_KV_HEADS, 17);
-    const layered = build('layered', EIGHT_KV_HEADS, 17);
-    const ids = randomIds(320, EIGHT_KV_HEADS.vocabSize, 34);
-    const got = trace(merged, ids, 1);
-    const old = trace(chunk0, ids, 1);
-    expectSameBits(got.slice(0, 56), old.slice(0, 56));
-    expectClose(got, old, { from: 56, relL2: 1e-2, agreement: 0.95 });
-    expectMatchesLayered(got, trace(layered, ids, 1));
-    merged.dispose();
-    chunk0.dispose();
-    layered.dispose();
+    knobAgainstDefault('QK_MEGAKERNEL_O_MERGE', '3', 17, 320, 34);
   });
 
   it('the staged attention (QK_MEGAKERNEL_STAGED_UNTIL) matches the attention by chunks and the layered engine, in launches of one step and of several', () => {
     // 8 KV heads in groups of 2 (as Qwen3-0.6B): from 57 keys a head splits into chunks of one pass. With the staged
     // attention, launches whose steps have 57-256 keys attend with one block per KV head over the head's rows staged
     // in shared memory, on the tensor cores: other roundings (bf16 weights), so other bits from position 56 on.
-    const staged = withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () =>
-      build('megakernel', EIGHT_KV_HEADS, 18),
-    );
-    const chunked = build('megakernel', EIGHT_KV_HEADS, 18);
-    const layered = build('layered', EIGHT_KV_HEADS, 18);
     // Up to position 299: past 256 keys both attend by chunks again, over caches the staged steps wrote.
-    const ids = randomIds(300, EIGHT_KV_HEADS.vocabSize, 35);
-    const got = trace(staged, ids, 1);
-    const old = trace(chunked, ids, 1);
-    expectSameBits(got.slice(0, 56), old.slice(0, 56));
+    const { got, old } = knobAgainstDefault('QK_MEGAKERNEL_STAGED_UNTIL', '256', 18, 300, 35);
     // (The staged steps did take the other path: their logits are not the chunked ones' bits.)
     expect(got.slice(56, 256).filter((g, s) => !sameBits(g, old[56 + s]!)).length).toBeGreaterThan(150);
-    expectClose(got, old, { from: 56, relL2: 1e-2, agreement: 0.95 });
-    expectMatchesLayered(got, trace(layered, ids, 1));
-    staged.dispose();
-    chunked.dispose();
-    layered.dispose();
 
     // Launches of 4 steps (QK_MEGAKERNEL_STAGED_FROM=1: every launch within 256 keys is staged): the staged rows'
-    // barrier completes once per layer of each step, so its phases must follow across steps; the tokens and the bits
-    // are those of one step per launch.
+    // barrier completes once per layer of each step, so its phases must follow across steps; the tokens are those of
+    // one step per launch.
     const env = <T>(make: () => T) =>
       withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () => withEnv('QK_MEGAKERNEL_STAGED_FROM', '1', make));
     const four = env(() => build('megakernel', EIGHT_KV_HEADS, 19, { megakernelSteps: 4 }));
