@@ -10,6 +10,7 @@
 
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
+#include "../common/mma.cuh"
 #include "../common/numeric.cuh"
 #include "gemm.h"
 
@@ -34,29 +35,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 /** Rows [r0, r0 + ROWS) × columns [k0, k0 + kBK) of a K-contiguous operand into a padded shared tile. */
@@ -141,12 +119,13 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t af[MI][4];
 #pragma unroll
       for (int i = 0; i < MI; i++)
-        ldmatrix_x4(af[i], as + (wm * WM + i * 16 + (lane & 15)) * kLds + kk + (lane >> 4) * 8);
+        ldmatrix_x4(af[i], smem_addr(as + (wm * WM + i * 16 + (lane & 15)) * kLds + kk + (lane >> 4) * 8));
       uint32_t bfrag[NI][2];
 #pragma unroll
       for (int j = 0; j < NI / 2; j++) {
         uint32_t r[4];
-        ldmatrix_x4(r, bs + (wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLds + kk + ((lane >> 3) & 1) * 8);
+        ldmatrix_x4(r, smem_addr(bs + (wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLds + kk +
+                                 ((lane >> 3) & 1) * 8));
         bfrag[2 * j][0] = r[0];
         bfrag[2 * j][1] = r[1];
         bfrag[2 * j + 1][0] = r[2];

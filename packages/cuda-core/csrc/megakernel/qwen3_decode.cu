@@ -54,6 +54,7 @@
 
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
+#include "../common/mma.cuh"
 #include "../common/numeric.cuh"
 #include "../common/sampling_rule.cuh"
 #include "qwen3_decode.h"
@@ -1537,24 +1538,6 @@ __device__ __forceinline__ bool attention_inputs(const MegakernelArgs& a, const 
   return true;
 }
 
-__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(unsigned addr, unsigned (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-/** c += A·B, m16n8k16, bf16 in, f32 accumulate (A: 4 registers, B: 2, C/D: 4, the PTX fragment layouts). */
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -1657,14 +1640,14 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
 #pragma unroll
     for (int k = 0; k < 8; k += 2) {
       unsigned f[4][4];
-      ldsm_x4(ra + k * 32, f[0]);
-      ldsm_x4(ra + (k + 1) * 32, f[1]);
-      ldsm_x4(rb + k * 32, f[2]);
-      ldsm_x4(rb + (k + 1) * 32, f[3]);
-      mma_bf16_16816(c[0], f[0], qb[k][0], qb[k][1]);
-      mma_bf16_16816(c[1], f[1], qb[k + 1][0], qb[k + 1][1]);
-      mma_bf16_16816(c[2], f[2], qb[k][0], qb[k][1]);
-      mma_bf16_16816(c[3], f[3], qb[k + 1][0], qb[k + 1][1]);
+      ldmatrix_x4(f[0], ra + k * 32);
+      ldmatrix_x4(f[1], ra + (k + 1) * 32);
+      ldmatrix_x4(f[2], rb + k * 32);
+      ldmatrix_x4(f[3], rb + (k + 1) * 32);
+      mma16816<bf16>(c[0], f[0], qb[k][0], qb[k][1]);
+      mma16816<bf16>(c[1], f[1], qb[k + 1][0], qb[k + 1][1]);
+      mma16816<bf16>(c[2], f[2], qb[k][0], qb[k][1]);
+      mma16816<bf16>(c[3], f[3], qb[k + 1][0], qb[k + 1][1]);
     }
     // D: c0/c1 = key 16·tile + gq, columns 2t and 2t + 1; c2/c3 = key + 8. Lanes t = 0 hold the two queries.
 #pragma unroll
@@ -1749,15 +1732,15 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
       const unsigned w0 = pw[(j * 2 + hq) * 8 + t], w1 = pw[(j * 2 + hq) * 8 + t + 4];
       bw[u][0] = real ? w0 : 0u;
       bw[u][1] = real ? w1 : 0u;
-      ldsm_x4_trans(vbase + j * 16 * kStagedRow + warp * 32, f[u]);
+      ldmatrix_x4_trans(f[u], vbase + j * 16 * kStagedRow + warp * 32);
     }
 #pragma unroll
-    for (int u = 0; u < 4; u++) mma_bf16_16816(o[u], f[u], bw[u][0], bw[u][1]);
+    for (int u = 0; u < 4; u++) mma16816<bf16>(o[u], f[u], bw[u][0], bw[u][1]);
     if (two) {
 #pragma unroll
-      for (int u = 0; u < 4; u++) ldsm_x4_trans(vbase + min(j0 + u, tiles - 1) * 16 * kStagedRow + 7 * 32, f[u]);
+      for (int u = 0; u < 4; u++) ldmatrix_x4_trans(f[u], vbase + min(j0 + u, tiles - 1) * 16 * kStagedRow + 7 * 32);
 #pragma unroll
-      for (int u = 0; u < 4; u++) mma_bf16_16816(o7[u & 1], f[u], bw[u][0], bw[u][1]);
+      for (int u = 0; u < 4; u++) mma16816<bf16>(o7[u & 1], f[u], bw[u][0], bw[u][1]);
     }
   }
   // D: c0/c1 = dim 16·mt + gq, columns (queries) 2t, 2t + 1; c2/c3 = dim + 8. Lanes t = 0 hold the two queries.
