@@ -202,10 +202,10 @@ static_assert(kFlagMergeMax * 2 * (kD + 2) * 4 <= kAttnScratchFloats * 4 + kAttn
               "the records of a spread merge (G ≤ 2) fit the attention scratch and the staged q/k/v");
 
 // The staged attention's scratch (floats, in the attention scratch): q (bf16) [2][128], the scores [2][256], the
-// weights of key pairs [16][2][8], the warps' maxes and sums [7][2] each, the output [2][128] and (max, sum) per head.
+// weights of key pairs [16][2][8], the warps' maxes and sums [7][2] each, the output [2][128] and its divisor per head.
 constexpr int kStagedQ = 0, kStagedS = kStagedQ + kD, kStagedP = kStagedS + 2 * kStagedMaxKeys;
 constexpr int kStagedMax = kStagedP + kStagedMaxKeys, kStagedSum = kStagedMax + 2 * kConsumerWarps;
-constexpr int kStagedOut = kStagedSum + 2 * kConsumerWarps, kStagedEnd = kStagedOut + 2 * kD + 4;
+constexpr int kStagedOut = kStagedSum + 2 * kConsumerWarps, kStagedEnd = kStagedOut + 2 * kD + 2;
 static_assert(kStagedEnd <= kAttnScratchFloats, "the staged attention's scratch fits the attention scratch");
 
 __host__ __device__ inline size_t union_bytes(const MegakernelDims& d) {
@@ -1578,7 +1578,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   unsigned* const pw = reinterpret_cast<unsigned*>(sc + kStagedP);  // [tile][2][8] bf16 pairs of weights
   float* const wmx = sc + kStagedMax;                           // [warps][2]
   float* const wsum = sc + kStagedSum;                          // [warps][2]
-  float* const out = sc + kStagedOut;                           // [2][128]
+  float* const out = sc + kStagedOut;                           // [2][128], then the divisor per head
 
   if (!attention_inputs<G, true>(
           a, b, layer, g, true, pos, ev, reinterpret_cast<bf16*>(krows + static_cast<size_t>(pos) * kStagedRow),
@@ -1704,7 +1704,6 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
     sum += __shfl_xor_sync(0xffffffffu, sum, 4);
     sum += __shfl_xor_sync(0xffffffffu, sum, 16);
     if ((lane & 23) == 0) wsum[warp * 2 + ph] = sum;  // lanes 0 and 8
-    if (warp == 0 && (lane & 23) == 0) out[2 * kD + 2 * ph] = mh;
   }
   consumer_sync();
   if (hf) {
@@ -1758,16 +1757,16 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
       out[kD + d1 + 8] = o7[0][3] + o7[1][3];
     }
   }
-  if (warp == 1 && lane < G) {
+  if (!hf && warp == 1 && lane < G) {  // (flash-style: the divisor of the output)
     float l = 0.f;
 #pragma unroll
     for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + lane];
-    out[2 * kD + 2 * lane + 1] = l;
+    out[2 * kD + lane] = l;
   }
   consumer_sync();
   void* attn = static_cast<uint8_t*>(stage_output(a, lay, layer, kAttention)) + static_cast<size_t>(g) * G * kD * 4;
   for (int o2 = 2 * tid; o2 < G * kD; o2 += 2 * kConsumers) {
-    const float lh = hf ? 1.f : out[2 * kD + 2 * (o2 / kD) + 1];  // (the HF weights are normalised already)
+    const float lh = hf ? 1.f : out[2 * kD + o2 / kD];  // (the HF weights are normalised already)
     flag_store(attn, o2 / 2, pack_bf2(out[o2] / lh, out[o2 + 1] / lh), b.epoch);
   }
   return true;
