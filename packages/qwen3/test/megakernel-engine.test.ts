@@ -147,6 +147,16 @@ function withEnv<T>(name: string, value: string | undefined, make: () => T): T {
   }
 }
 
+/** `make()` with every variable of `env` set (read when an instance is made), as withEnv. */
+function withEnvs<T>(env: Readonly<Record<string, string>>, make: () => T): T {
+  return Object.entries(env).reduce<() => T>(
+    (inner, [name, value]) =>
+      () =>
+        withEnv(name, value, inner),
+    make,
+  )();
+}
+
 /** Whether two logit rows are the same bits. */
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
@@ -160,15 +170,24 @@ function expectSameBits(got: Float32Array[], want: Float32Array[]) {
   }
 }
 
+/** The attention by chunks at every position (the staged attention off: QK_MEGAKERNEL_STAGED_UNTIL=0). */
+const CHUNKS = { QK_MEGAKERNEL_STAGED_UNTIL: '0' } as const;
+
 /**
- * The megakernel with the knob `name` set to `value` (read when an instance is made) against one without it and
+ * The megakernel with the knobs `env` (over `base`; read when an instance is made) against one with `base` alone and
  * against the layered engine, on EIGHT_KV_HEADS over `length` random ids (weights seeded `seed`, ids `idsSeed`), one
  * step per launch: the same bits below 56 keys (one chunk per head), then within 1e-2 relative L2 and 95% argmax
- * agreement of the default's logits, and within the layered engine's tolerances. Returns both logit traces.
+ * agreement of the baseline's logits, and within the layered engine's tolerances. Returns both logit traces.
  */
-function knobAgainstDefault(name: string, value: string, seed: number, length: number, idsSeed: number) {
-  const knob = withEnv(name, value, () => build('megakernel', EIGHT_KV_HEADS, seed));
-  const plain = build('megakernel', EIGHT_KV_HEADS, seed);
+function knobAgainstDefault(
+  env: Readonly<Record<string, string>>,
+  seed: number,
+  length: number,
+  idsSeed: number,
+  base: Readonly<Record<string, string>> = {},
+) {
+  const knob = withEnvs({ ...base, ...env }, () => build('megakernel', EIGHT_KV_HEADS, seed));
+  const plain = withEnvs(base, () => build('megakernel', EIGHT_KV_HEADS, seed));
   const layered = build('layered', EIGHT_KV_HEADS, seed);
   try {
     const ids = randomIds(length, EIGHT_KV_HEADS.vocabSize, idsSeed);
@@ -386,7 +405,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // 8 KV heads: from 57 keys on, each chunk holds up to 84 keys, so its second pass (up to 28 keys) is staged, from
     // one chunk per head through 16 (at 1,345 keys). A group of 2 (as in 0.6B and 1.7B) takes an argmax kernel that
     // stages.
-    const mk = withEnv('QK_MEGAKERNEL_CHUNK_KEYS', '84', () =>
+    // (The staged attention off: it would take 57-384 keys.)
+    const mk = withEnvs({ ...CHUNKS, QK_MEGAKERNEL_CHUNK_KEYS: '84' }, () =>
       build('megakernel', EIGHT_KV_HEADS, 15, TO_1400),
     );
     const layered = build('layered', EIGHT_KV_HEADS, 15, TO_1400);
@@ -439,8 +459,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // 8 KV heads in groups of 2: positions 56-167 split each head into 2-3 chunks of one pass, whose normalised
     // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the
     // same bits; from 168 (4-6 chunks here) chunk 0's block merges in both, over caches that differ by the earlier
-    // roundings.
-    knobAgainstDefault('QK_MEGAKERNEL_O_MERGE', '3', 17, 320, 34);
+    // roundings. (Both with the staged attention off: it would take 57-384 keys, one chunk per head.)
+    knobAgainstDefault({ QK_MEGAKERNEL_O_MERGE: '3' }, 17, 320, 34, CHUNKS);
   });
 
   it('the staged attention (QK_MEGAKERNEL_STAGED_UNTIL) matches the attention by chunks and the layered engine, in launches of one step and of several', () => {
@@ -448,7 +468,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // attention, launches whose steps have 57-256 keys attend with one block per KV head over the head's rows staged
     // in shared memory, on the tensor cores: other roundings (bf16 weights), so other bits from position 56 on.
     // Up to position 299: past 256 keys both attend by chunks again, over caches the staged steps wrote.
-    const { got, old } = knobAgainstDefault('QK_MEGAKERNEL_STAGED_UNTIL', '256', 18, 300, 35);
+    const { got, old } = knobAgainstDefault({ QK_MEGAKERNEL_STAGED_UNTIL: '256' }, 18, 300, 35, CHUNKS);
     // (The staged steps did take the other path: their logits are not the chunked ones' bits.)
     expect(got.slice(56, 256).filter((g, s) => !sameBits(g, old[56 + s]!)).length).toBeGreaterThan(150);
 
@@ -469,6 +489,56 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     expect(tokens).toEqual(want);
     four.dispose();
     one.dispose();
+  });
+
+  it('the staged attention over the whole ring (the default to 384 keys; QK_MEGAKERNEL_STAGED_RING=1) gives the staged bits, and the same tokens in launches of several steps', () => {
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const ids = randomIds(420, EIGHT_KV_HEADS.vocabSize, 37);
+    // Up to 256 keys, rows in the place of the whole ring against rows past a kept ring: the same arithmetic, so the
+    // same bits at every step (there, the attending blocks also take no down rows, and stream the LM head only after
+    // the last layer's attention; a GEMV's rows give the same sums on any block).
+    const ring = withEnvs({ QK_MEGAKERNEL_STAGED_UNTIL: '256', QK_MEGAKERNEL_STAGED_RING: '1' }, () =>
+      build('megakernel', EIGHT_KV_HEADS, 20),
+    );
+    const kept = withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () => build('megakernel', EIGHT_KV_HEADS, 20));
+    try {
+      expectSameBits(trace(ring, ids.slice(0, 300), 1), trace(kept, ids.slice(0, 300), 1));
+    } finally {
+      ring.dispose();
+      kept.dispose();
+    }
+    // Up to 384 keys (no slots can be kept beside them: the whole ring's place), against the chunks and the layered
+    // engine; the steps of 257-384 keys did take the staged path (other bits than the chunks').
+    const { got, old } = knobAgainstDefault({ QK_MEGAKERNEL_STAGED_UNTIL: '384' }, 21, 420, 38, CHUNKS);
+    expect(got.slice(256, 384).filter((g, s) => !sameBits(g, old[256 + s]!)).length).toBeGreaterThan(96);
+    // The default (the staged attention to 384 keys, HF's roundings): the weights' division without __fdiv_rn's
+    // range check gives __fdiv_rn's bits (QK_MEGAKERNEL_STAGED_HF=2: the same attention with __fdiv_rn itself).
+    const fast = build('megakernel', EIGHT_KV_HEADS, 23);
+    const fdiv = withEnv('QK_MEGAKERNEL_STAGED_HF', '2', () => build('megakernel', EIGHT_KV_HEADS, 23));
+    try {
+      expectSameBits(trace(fast, ids, 1), trace(fdiv, ids, 1));
+    } finally {
+      fast.dispose();
+      fdiv.dispose();
+    }
+
+    // Launches of 4 steps from position 1: the barrier that hands the ring back to the LM head completes once per
+    // step, so its phases must follow across steps; the tokens are those of one step per launch.
+    const env = { QK_MEGAKERNEL_STAGED_UNTIL: '384', QK_MEGAKERNEL_STAGED_FROM: '1' };
+    const four = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, 22, { megakernelSteps: 4 }));
+    const one = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, 22));
+    try {
+      const prompt = ids.slice(0, 5);
+      const tokens = [four.next(prompt, 0, greedy, 0)];
+      for (let p = prompt.length; p < 380; p++)
+        tokens.push(four.next([tokens.at(-1)!], p, greedy, tokens.length));
+      const want = [argmax(one.logits(prompt, 0))];
+      for (let p = prompt.length; p < 380; p++) want.push(argmax(one.logits([want.at(-1)!], p)));
+      expect(tokens).toEqual(want);
+    } finally {
+      four.dispose();
+      one.dispose();
+    }
   });
 
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {

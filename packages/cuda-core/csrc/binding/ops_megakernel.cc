@@ -40,6 +40,7 @@ struct Instance {
   // staged_from…staged_until keys use it (MegakernelArgs::staged_keys); staged_until 0: none.
   int staged_from = 0;
   int staged_until = 0;
+  bool staged_ring = false;  // QK_MEGAKERNEL_STAGED_RING=1: the staged rows always take the whole ring's place
 };
 
 void release(Instance& inst) {
@@ -183,17 +184,22 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
     // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
     r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
-    // The staged attention (NOTES.md v28; query groups of 2 with fixed shares): launches whose steps all have
-    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 0: none; at
-    // most 256) attend with one block per KV head over rows staged in shared memory, on the tensor cores.
+    // The staged attention (NOTES.md v28, v29; query groups of 2 with fixed shares): launches whose steps all have
+    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most;
+    // 0: none) attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the
+    // two or more ring slots those blocks keep where the rows leave that many, else in the place of their whole ring
+    // (QK_MEGAKERNEL_STAGED_RING=1: always there).
     if (d.q_heads == 2 * d.kv_heads && r.claim == 0) {
-      inst.staged_until = static_cast<int>(
-          std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_UNTIL", 0), kMegakernelStagedMaxKeys));
+      const int64_t until = env_count("QK_MEGAKERNEL_STAGED_UNTIL", kMegakernelStagedMaxKeys);
+      inst.staged_until = static_cast<int>(std::min<int64_t>(until, kMegakernelStagedMaxKeys));
       inst.staged_from = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_FROM", 57), INT32_MAX));
       // QK_MEGAKERNEL_STAGED_GATE_UP=1: the staged attention's blocks take gate/up rows as the others do (a knob).
       r.staged_gate_up = env_count("QK_MEGAKERNEL_STAGED_GATE_UP", 0) != 0 ? 1 : 0;
-      // QK_MEGAKERNEL_STAGED_HF=0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (a knob).
-      r.staged_hf = env_count("QK_MEGAKERNEL_STAGED_HF", 1) != 0 ? 1 : 0;
+      // QK_MEGAKERNEL_STAGED_HF=0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (a knob:
+      // 10-13 µs per token faster at positions 1 and 128, other bits; NOTES.md v29); 2: HF's roundings with
+      // __fdiv_rn (the same bits, slower: a check).
+      r.staged_hf = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_HF", 1), 2));
+      inst.staged_ring = env_count("QK_MEGAKERNEL_STAGED_RING", 0) != 0;
     }
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
@@ -349,17 +355,23 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     const bool short_ring = position >= 0 && position < inst.plan.short_until;
     inst.args.slots = short_ring ? inst.plan.short_slots : inst.plan.slots;
     inst.args.slot_bytes = static_cast<int64_t>(short_ring ? inst.plan.short_slot_bytes : inst.plan.slot_bytes);
-    // The staged attention, for a launch known to keep within its keys (a wrong hint costs speed only: the kernel
-    // stages a step only when its keys fit, and attends by chunks otherwise).
+    // The staged attention, for a launch known to have steps within its keys (the kernel decides each step by its
+    // keys, so that a step's bits do not depend on how steps are cut into launches; a wrong hint costs speed, and
+    // those bits, only).
     inst.args.staged_keys = 0;
+    inst.args.staged_from = 1;
     inst.args.staged_slots = 0;
-    if (inst.staged_until > 0 && position >= 0 && position + 1 >= inst.staged_from &&
-        position + steps <= inst.staged_until) {
+    if (inst.staged_until > 0 && position >= 0 && position + 1 <= inst.staged_until &&
+        position + steps >= inst.staged_from) {
       const int keys = (inst.staged_until + 15) / 16 * 16;
       const int kept = megakernel_staged_slots(inst.args.slots, inst.args.slot_bytes, keys);
-      if (kept >= 2) {
+      inst.args.staged_from = std::max(inst.staged_from, 1);
+      if (kept >= 2 && !inst.staged_ring) {
         inst.args.staged_keys = keys;
         inst.args.staged_slots = kept;
+      } else if (keys <= inst.plan.staged_ring_keys && inst.args.skip_items >= inst.args.dims.kv_heads &&
+                 inst.args.dims.kv_heads < inst.plan.grid) {
+        inst.args.staged_keys = keys;  // over the whole ring (staged_slots 0)
       }
     }
     // Step s of the launch tags its flagged words with epoch + s. Epochs never repeat between clears of the

@@ -30,9 +30,9 @@
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
 //      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
 //      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
-//      (Another, MegakernelArgs::staged_keys, off by default: launches whose steps have at most 256 keys attend with
-//      one block per KV head over the head's rows copied into its shared memory, on the tensor cores: attend_staged,
-//      NOTES.md v28.)
+//      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), launches whose steps have 57-384 keys
+//      attend with one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
+//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -89,9 +89,10 @@ constexpr int kMinChunk = kPass;  // positions per attention work item, at least
 // Keys of a chunk's second pass that can be staged in shared memory (in the warps' output area: K and V rows of 256
 // bytes; K's 16-byte pieces swizzled by the row, piece ^ (row & 7), so that a warp's 8 keys use different banks)
 constexpr int kStageKeys = 28;
-// The staged attention (NOTES.md v28): in a launch whose steps have at most MegakernelArgs::staged_keys keys (query
-// groups of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past its
-// ring (which keeps MegakernelArgs::staged_slots slots) before it waits for q/k/v, then attends on the tensor cores.
+// The staged attention (NOTES.md v28, v29): in a launch whose steps have at most MegakernelArgs::staged_keys keys
+// (query groups of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past
+// its ring (which keeps MegakernelArgs::staged_slots slots; with 0, into its whole ring: the block then takes no rows
+// of the layers) before it waits for q/k/v, then attends on the tensor cores.
 // A row takes kStagedRow bytes: 256 and 16 of padding, so that the eight rows of an ldmatrix fall on different banks.
 constexpr int kStagedRow = static_cast<int>(kMegakernelStagedRowBytes);
 constexpr int kStagedMaxKeys = kMegakernelStagedMaxKeys;  // (the scores' scratch; a multiple of the 16-key tiles)
@@ -219,8 +220,37 @@ __host__ __device__ inline size_t residual_bytes(const MegakernelDims& d) {
 }
 
 constexpr size_t kMiscBytes = 1024;  // mbarriers, slot descriptors, reduction scratch, flags
-static_assert(3 * kMaxSlots * 8 + 64 * 4 + 16 + 8 <= kMiscBytes);
+static_assert(3 * kMaxSlots * 8 + 64 * 4 + 16 + 16 <= kMiscBytes);
 constexpr size_t kStagedBarrier = kMiscBytes - 8;  // the staged attention's mbarrier, at the misc bytes' end
+// The staged attention over the whole ring: completes once per step when the last layer's attention is done with the
+// staged rows, so that the producer may stream the LM head through the ring (and through them).
+constexpr size_t kStagedFreeBarrier = kMiscBytes - 16;
+
+/** Bytes at the start of shared memory for the ring, and for the staged attention's rows where they take its place. */
+__host__ __device__ inline size_t ring_region_bytes(const MegakernelArgs& a) {
+  const size_t ring = static_cast<size_t>(a.slots) * static_cast<size_t>(a.slot_bytes);
+  const size_t rows = a.staged_keys > 0 && a.staged_slots == 0
+                          ? static_cast<size_t>(megakernel_staged_bytes(a.staged_keys))
+                          : 0;
+  return ring > rows ? ring : rows;
+}
+
+/**
+ * Whether the step at `pos` (pos + 1 keys) takes the staged attention: from a.staged_from to a.staged_keys keys.
+ * Decided per step, so that a step's bits do not depend on how steps are cut into launches.
+ */
+__host__ __device__ inline bool staged_step(const MegakernelArgs& a, int pos) {
+  return a.staged_keys > 0 && pos + 1 >= a.staged_from && pos + 1 <= a.staged_keys;
+}
+
+/**
+ * The launch's staged steps before step `step` (they are consecutive: keys grow by one per step), starting at
+ * `pos0`: the phases of the staged attention's barriers, each completing once per staged step (per layer, the rows').
+ */
+__host__ __device__ inline int staged_steps_before(const MegakernelArgs& a, int pos0, int step) {
+  const int first = a.staged_from - 1 - pos0;  // the first staged step, if the launch has one
+  return step - (first > 0 ? first : 0);
+}
 
 /** Shared memory besides the ring. */
 size_t fixed_smem_bytes(const MegakernelDims& d) { return union_bytes(d) + residual_bytes(d) + kMiscBytes; }
@@ -444,29 +474,34 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
  * 10-15 µs per token at positions 128-767 in run 65b), and at most grid / KV heads chunks.
  */
 __device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos) {
-  if (pos + 1 <= a.staged_keys) return 1;  // the staged attention: one block per KV head
+  if (staged_step(a, pos)) return 1;  // the staged attention: one block per KV head
   const int max_chunks = static_cast<int>(gridDim.x) / static_cast<int>(a.dims.kv_heads);
   const int keys = a.chunk_keys > kMinChunk ? a.chunk_keys : kMinChunk;
   return max(1, min((pos + 1 + keys - 1) / keys, max_chunks));
 }
 
 /**
- * Blocks [0, |result|) attend this step and take no QKV or O rows, so that attention starts the moment its q/k/v
- * land: when at most `a.skip_items` blocks attend (short contexts), and not all of them. Otherwise 0: every block
- * takes rows of every stage. Negative in a step of the staged attention, whose blocks take no gate/up rows either:
- * their ring is short while the staged rows hold the rest of it (NOTES.md v28, run 77b).
+ * Which rows the attending blocks of a step skip: blocks [0, result & 0xffff) take no rows of the GEMV stages whose
+ * bit (1 << (16 + stage)) is set. When at most `a.skip_items` blocks attend (short contexts), and not all of them,
+ * they skip QKV and O, so that attention starts the moment its q/k/v land; otherwise 0: every block takes rows of every
+ * stage. In a step of the staged attention they skip gate/up too (their ring is short while the staged rows hold the
+ * rest of it: NOTES.md v28, run 77b), and down as well where the staged rows take the whole ring (v29).
  */
 __device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) {
   const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a, pos);
   const int skip = items <= a.skip_items && items < static_cast<int>(gridDim.x) ? items : 0;  // (some block must
                                                                                               // take rows)
-  return pos + 1 <= a.staged_keys && a.staged_gate_up == 0 ? -skip : skip;
+  int stages = 1 << kQkv | 1 << kO;
+  if (staged_step(a, pos)) {
+    if (a.staged_slots == 0) stages |= 1 << kGateUp | 1 << kDown;  // (the launch checks that skip is then nonzero)
+    else if (a.staged_gate_up == 0) stages |= 1 << kGateUp;
+  }
+  return skip | stages << 16;
 }
 
-/** The rows a stage skips on the attention blocks: QKV and O, and gate/up in a staged step (attention_skip). */
+/** The blocks that skip a stage's rows in a step whose attention_skip() is `attn_skip` (the first ones). */
 __device__ __forceinline__ int stage_skip(int stage, int attn_skip) {
-  return stage == kQkv || stage == kO ? (attn_skip < 0 ? -attn_skip : attn_skip)
-                                      : (stage == kGateUp && attn_skip < 0 ? -attn_skip : 0);
+  return (attn_skip >> (16 + stage) & 1) != 0 ? (attn_skip & 0xffff) : 0;
 }
 
 /** Whether this block takes no rows of `stage` in a step whose attention_skip() is `attn_skip`. */
@@ -956,6 +991,11 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
       }
     }
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
+    // The staged attention over the whole ring: its rows hold the ring until the last layer's attention is done.
+    if (skips_stage(kDown, skip) &&
+        !mbar_wait(b, reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedFreeBarrier),
+                   static_cast<unsigned>(staged_steps_before(a, pos0, step)) & 1u))
+      return;
     // The LM head (its own bound on copies in flight: no hop of this step waits behind its stream).
     if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy, a.lm_inflight)) return;
   }
@@ -1544,6 +1584,30 @@ __device__ __forceinline__ float ex2_approx(float x) {
   return y;
 }
 
+/** __fdiv_rn, out of line: weight_div's rare case (its range check and slow path stay out of the attention's code). */
+__device__ __noinline__ float weight_div_rare(float p, float l) { return __fdiv_rn(p, l); }
+
+/**
+ * p / l rounded to nearest (the bits of __fdiv_rn) for a softmax weight p ≤ 1 over its sum l ≥ 1: a refined
+ * reciprocal and two correction steps, without __fdiv_rn's range check, whose slow path a zero weight (a key past the
+ * last one in its tile) takes (NOTES.md v29, runs 78b-78d). Zeros give +0, as __fdiv_rn does; weights below 2^-100
+ * (quotients that could leave the normal range), sums outside [1, 2^20] and NaNs go to __fdiv_rn itself. The probe
+ * docs/h100/megakernel-v29/probes/div.cu checks it against __fdiv_rn over p = 0 and every p in [2^-100, 1] for 64
+ * sums.
+ */
+__device__ __forceinline__ float weight_div(float p, float l) {
+  if (p >= 0x1p-100f && l >= 1.f && l <= 0x1p20f) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(l));
+    r = fmaf(fmaf(-l, r, 1.f), r, r);
+    const float q0 = p * r;
+    const float q1 = fmaf(fmaf(-l, q0, p), r, q0);
+    return fmaf(fmaf(-l, q1, p), r, q1);
+  }
+  if (p == 0.f && l >= 1.f && l <= 0x1p20f) return 0.f;
+  return weight_div_rare(p, l);
+}
+
 /**
  * The staged attention (NOTES.md v28) of KV head `g`'s query group of 2 over all pos + 1 keys, one block per head, on
  * the tensor cores. Publishes the normalised output. `parity`: the phase of the staged rows' barrier.
@@ -1569,7 +1633,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   const bf16* kc = static_cast<const bf16*>(L.k_cache);
   const bf16* vc = static_cast<const bf16*>(L.v_cache);
   const int n = pos + 1, tiles = (n + 15) >> 4;
-  uint8_t* const krows = b.slots + static_cast<size_t>(b.nslots) * static_cast<size_t>(a.slot_bytes);
+  uint8_t* const krows = b.slots + static_cast<size_t>(a.staged_slots) * static_cast<size_t>(a.slot_bytes);
   uint8_t* const vrows = krows + static_cast<size_t>(a.staged_keys) * kStagedRow;
   uint64_t* const bar = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedBarrier);
   float* const sc = b.scratch;
@@ -1628,7 +1692,8 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   }
   // The scores in the log2 domain. a.staged_hf: rounded as HF's eager bf16 attention rounds them (q·kᵀ to bf16, then
   // · head_dim^-0.5 to bf16); otherwise the fp32 dot product, scaled.
-  const bool hf = a.staged_hf != 0;
+  // (a.staged_hf 2: HF's roundings with __fdiv_rn itself, v28's division: the same bits as 1, slower.)
+  const bool hf = a.staged_hf != 0, fdiv = a.staged_hf == 2;
   const float inv_sqrt_d = rsqrtf(static_cast<float>(kD)), scale = inv_sqrt_d * kLog2e;
   const auto score = [&](float v) { return hf ? round_bf(round_bf(v) * inv_sqrt_d) * kLog2e : v * scale; };
   float wmax0 = -INFINITY, wmax1 = -INFINITY;
@@ -1682,7 +1747,8 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   // softmax rounds them: in fp32 (exp2f, kept in place of the scores), divided by their sum after a barrier, then
   // rounded to bf16. Otherwise (flash-style) rounded unnormalised, and the output is divided by their sum instead.
   // (Run 77g: every warp summing all the weights itself, with ex2.approx and a reciprocal, saved no time and took the
-  // HF agreement to 98.9%.)
+  // HF agreement to 98.9%. NOTES.md v29, run 78a: the warps' sums merged at the max's barrier, so that one barrier
+  // fewer, saved no time either.)
   const int ph = (lane >> 3) & 1, pq = lane & 7;
   {
     float mh = -INFINITY;
@@ -1712,7 +1778,8 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
     for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + ph];
     for (int j = warp + kConsumerWarps * (lane >> 4); j < tiles; j += 2 * kConsumerWarps) {
       const float2 x = *reinterpret_cast<const float2*>(ss + ph * kStagedMaxKeys + 16 * j + 2 * pq);
-      pw[(j * 2 + ph) * 8 + pq] = pack_bf2(__fdiv_rn(x.x, l), __fdiv_rn(x.y, l));
+      pw[(j * 2 + ph) * 8 + pq] = fdiv ? pack_bf2(__fdiv_rn(x.x, l), __fdiv_rn(x.y, l))
+                                       : pack_bf2(weight_div(x.x, l), weight_div(x.y, l));
     }
     consumer_sync();
   }
@@ -1788,7 +1855,7 @@ template <int G, bool kStage>
 __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
                                       int c, int chunks, int p0, int p1, int pos, int ev, unsigned staged_parity) {
   if constexpr (G == 2) {
-    if (pos + 1 <= a.staged_keys) return attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
+    if (staged_step(a, pos)) return attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
   }
   const MegakernelDims& d = a.dims;
   const int KV = static_cast<int>(d.kv_heads);
@@ -2400,7 +2467,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   const MegakernelDims& d = a.dims;
   Block b;
   b.slots = smem;
-  const size_t ring = static_cast<size_t>(a.slots) * a.slot_bytes;
+  const size_t ring = ring_region_bytes(a);
   b.x = reinterpret_cast<bf16*>(smem + ring);
   b.scratch = reinterpret_cast<float*>(b.x);
   b.qkv_in = reinterpret_cast<bf16*>(b.scratch + kAttnScratchFloats);
@@ -2417,7 +2484,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   b.host = a.host;
   b.launch_epoch = a.epoch;
   b.epoch = a.epoch;
-  b.nslots = a.staged_keys > 0 && static_cast<int>(blockIdx.x) < d.kv_heads ? a.staged_slots : a.slots;
+  b.nslots =
+      a.staged_keys > 0 && a.staged_slots > 0 && static_cast<int>(blockIdx.x) < d.kv_heads ? a.staged_slots : a.slots;
 
   const int token0 = a.state[0];
   const int pos0 = a.state[1];
@@ -2437,6 +2505,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       mbar_init(&b.empty[i], kConsumers);
     }
     mbar_init(reinterpret_cast<uint64_t*>(misc + kStagedBarrier), 1);
+    mbar_init(reinterpret_cast<uint64_t*>(misc + kStagedFreeBarrier), kConsumers);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     b.flag[0] = 0;
     b.flag[1] = 0;
@@ -2505,12 +2574,15 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       stamp(a, ev + 3);
       // 2. Attention
       if (item >= 0) {
-        // (The staged attention's barrier completes once per layer of each step that uses it, and those steps are
-        // the launch's first: keys only grow.)
-        const unsigned parity = static_cast<unsigned>(step * d.layers + layer) & 1u;
+        // (The staged attention's barrier completes once per layer of each step that uses it.)
+        const unsigned parity = static_cast<unsigned>(staged_steps_before(a, pos0, step) * d.layers + layer) & 1u;
         if (!attend<G, !kSample && G <= 3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4,
                                            parity))
           return;
+        // The staged attention over the whole ring: the last layer's is done with the staged rows, so the producer
+        // may fill the ring again (every consumer thread arrives once its own accesses to them are done).
+        if (layer == d.layers - 1 && skips_stage(kDown, b.attn_skip))
+          mbar_arrive(reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedFreeBarrier));
       } else {
         stamp(a, ev + 4);
         stamp(a, ev + 5);
@@ -2542,7 +2614,10 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!consume_gemv<Take::kPair, kSample>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
         stamp(a, sev + 2);
         if (h == 0) {
-          if (!stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm),
+          // (A block without gate/up or down rows, the staged attention's over the whole ring, needs neither the
+          // normalised input nor the residual that the down epilogue adds.)
+          if (!(skips_stage(kGateUp, b.attn_skip) && skips_stage(kDown, b.attn_skip)) &&
+              !stage_norm_input(a, b, stage_output(a, lay, layer, kO), static_cast<const bf16*>(L.post_norm),
                                 d.hidden, a.eps))
             return;
           stamp(a, ev + 11);
@@ -2628,7 +2703,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->short_slots = short_slots >= 2 ? static_cast<int>(short_slots) : 0;
   plan->short_slot_bytes = plan->short_slots > 0 ? kShortSlotBytes : 0;
   plan->short_until = plan->short_slots > 0 ? kShortRingUntil : 0;
-  const size_t smem = std::max(slots * slot, plan->short_slots * plan->short_slot_bytes) + fixed;
+  size_t smem = std::max(slots * slot, plan->short_slots * plan->short_slot_bytes) + fixed;
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
   // The kernels' dynamic shared memory cap is the device's whole opt-in limit, not this plan's size: a kernel
@@ -2638,8 +2713,25 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   int per_sm = 1;
-  for (const DecodeKernel kernel : {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true),
-                                    decode_kernel(d, true, true)}) {
+  const DecodeKernel kernels[] = {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true),
+                                  decode_kernel(d, true, true)};
+  int min_cap = optin;
+  for (const DecodeKernel kernel : kernels) {
+    cudaFuncAttributes attr{};
+    QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+    // (the kernel's static shared memory counts too)
+    min_cap = std::min(min_cap, optin - static_cast<int>(attr.sharedSizeBytes));
+  }
+  // The staged attention over the whole ring (query groups of 2): as many keys as fit in the ring's place and what
+  // the kernels' shared memory leaves beside it.
+  plan->staged_ring_keys = 0;
+  if (d.q_heads == 2 * d.kv_heads && min_cap > 0 && fixed < static_cast<size_t>(min_cap)) {
+    const int64_t room = static_cast<int64_t>(static_cast<size_t>(min_cap) - fixed);
+    const int64_t keys = room / megakernel_staged_bytes(1) / 16 * 16;
+    plan->staged_ring_keys = static_cast<int>(std::min<int64_t>(keys, kMegakernelStagedMaxKeys));
+    smem = std::max(smem, static_cast<size_t>(megakernel_staged_bytes(plan->staged_ring_keys)) + fixed);
+  }
+  for (const DecodeKernel kernel : kernels) {
     cudaFuncAttributes attr{};
     QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
     const int cap = optin - static_cast<int>(attr.sharedSizeBytes);  // (the kernel's static shared memory counts too)
@@ -2709,11 +2801,17 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
     return cudaErrorInvalidValue;
   if (args.lm_screen != nullptr && (args.claim != 0 || plan.screen_rows <= 0))
     return cudaErrorInvalidValue;
-  // The staged attention: query groups of 2, fixed shares, whole 16-key tiles, and rows that fit past the ring it keeps.
+  // The staged attention: query groups of 2, fixed shares, whole 16-key tiles, and rows that fit past the ring it keeps
+  // or, over the whole ring, in its place (and then its blocks must skip the layers' rows: fewer items than the grid,
+  // and no more than skip_items).
+  const bool whole_ring = args.staged_slots == 0;
   if (args.staged_keys != 0 &&
       (args.staged_keys < 0 || args.staged_keys > kMegakernelStagedMaxKeys || args.staged_keys % 16 != 0 ||
-       args.dims.q_heads != 2 * args.dims.kv_heads || args.claim != 0 || args.staged_slots < 2 ||
-       args.staged_slots != megakernel_staged_slots(args.slots, args.slot_bytes, args.staged_keys)))
+       args.dims.q_heads != 2 * args.dims.kv_heads || args.claim != 0 || args.staged_from < 1 ||
+       (whole_ring ? args.staged_keys > plan.staged_ring_keys || args.dims.kv_heads > args.skip_items ||
+                         args.dims.kv_heads >= plan.grid
+                   : args.staged_slots < 2 ||
+                         args.staged_slots != megakernel_staged_slots(args.slots, args.slot_bytes, args.staged_keys))))
     return cudaErrorInvalidValue;
   if (args.top_k > 0) {
     if (!(args.temperature > 0.0) || !std::isfinite(args.temperature) || !(args.top_p > 0.0 && args.top_p <= 1.0) ||

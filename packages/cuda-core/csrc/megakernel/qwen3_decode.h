@@ -23,8 +23,14 @@ constexpr int kMegakernelMaxTopK = 64;
 constexpr int kMegakernelOMergeMax = 3;
 // The staged attention (MegakernelArgs::staged_keys): keys per head at most, and the shared-memory bytes of one
 // staged key or value row (256 and 16 of padding).
-constexpr int kMegakernelStagedMaxKeys = 256;
+constexpr int kMegakernelStagedMaxKeys = 384;
 constexpr int64_t kMegakernelStagedRowBytes = 2 * kMegakernelHeadDim + 16;
+
+/** Shared-memory bytes of `keys` staged key and value rows. */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline int64_t megakernel_staged_bytes(int keys) { return 2 * static_cast<int64_t>(keys) * kMegakernelStagedRowBytes; }
 
 /**
  * The ring slots the staged attention's blocks keep when their ring has `slots` slots of `slot_bytes` and they stage
@@ -32,7 +38,7 @@ constexpr int64_t kMegakernelStagedRowBytes = 2 * kMegakernelHeadDim + 16;
  */
 inline int megakernel_staged_slots(int slots, int64_t slot_bytes, int keys) {
   if (slot_bytes <= 0) return 0;
-  const int64_t rows = 2 * static_cast<int64_t>(keys) * kMegakernelStagedRowBytes;
+  const int64_t rows = megakernel_staged_bytes(keys);
   return slots - static_cast<int>((rows + slot_bytes - 1) / slot_bytes);
 }
 
@@ -104,6 +110,9 @@ struct MegakernelPlan {
   // LM-head rows of one block at most when launches may screen the LM head (MegakernelArgs::lm_screen); 0 when they
   // cannot: claimed tiles, a hidden size that is not a multiple of 16, or no room in shared memory.
   int screen_rows = 0;
+  // The staged attention with its blocks' whole ring (MegakernelArgs::staged_slots 0): keys whose rows fit in the
+  // ring's place (smem_bytes covers them); 0 where none can (query groups other than 2, claimed tiles).
+  int staged_ring_keys = 0;
 };
 
 /** Bytes of floats after each row's weights in the LM head's int8 screen: its scale, a bound on its rounding error's
@@ -145,14 +154,19 @@ struct MegakernelArgs {
                                      // NOTES.md v18)
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
                                      // (through v17; NOTES.md v18)
-  // The staged attention (query groups of 2; NOTES.md v28): steps of at most staged_keys keys (a multiple of 16, at
-  // most kMegakernelStagedMaxKeys; 0: none) attend with one block per KV head, over the head's cached rows copied into
-  // shared memory past the ring of blocks [0, kv_heads), which keep staged_slots of its slots (MegakernelPlan).
+  // The staged attention (query groups of 2; NOTES.md v28, v29): steps of staged_from to staged_keys keys (a
+  // multiple of 16, at most kMegakernelStagedMaxKeys; 0: none) attend with one block per KV head, over the head's
+  // cached rows copied into shared memory past the ring of blocks [0, kv_heads), which keep staged_slots of its slots
+  // (at least 2), or, with staged_slots 0, over the place of their whole ring (at most
+  // MegakernelPlan::staged_ring_keys keys): those blocks then take no rows of the layers in a staged step, and stream
+  // its LM head once its last layer's attention is done.
   int staged_keys = 0;
+  int staged_from = 1;               // the staged attention takes the steps of staged_from…staged_keys keys (≥ 1)
   int staged_slots = 0;
   int staged_gate_up = 0;            // 1: the staged attention's blocks take gate/up rows too (a knob; 0: they do not)
   int staged_hf = 1;                 // 1: the staged attention rounds its scores and weights as HF's eager bf16
-                                     // attention does; 0: fp32 scores, unnormalised bf16 weights (flash-style)
+                                     // attention does; 2: the same with __fdiv_rn (v28's division: the same bits,
+                                     // slower; a check); 0: fp32 scores, unnormalised bf16 weights (flash-style)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
                                      // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
