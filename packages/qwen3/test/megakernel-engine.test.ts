@@ -204,6 +204,32 @@ function knobAgainstDefault(
   }
 }
 
+/**
+ * Greedy tokens from `prompt` up to position `until` with the knobs `env` (weights seeded `seed`): `next()` in launches
+ * of 4 steps gives the argmax of one-step launches' logits at every step.
+ */
+function expectLaunchesOfFour(
+  env: Readonly<Record<string, string>>,
+  seed: number,
+  prompt: number[],
+  until: number,
+) {
+  const four = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, seed, { megakernelSteps: 4 }));
+  const one = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, seed));
+  try {
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const tokens = [four.next(prompt, 0, greedy, 0)];
+    for (let p = prompt.length; p < until; p++)
+      tokens.push(four.next([tokens.at(-1)!], p, greedy, tokens.length));
+    const want = [argmax(one.logits(prompt, 0))];
+    for (let p = prompt.length; p < until; p++) want.push(argmax(one.logits([want.at(-1)!], p)));
+    expect(tokens).toEqual(want);
+  } finally {
+    four.dispose();
+    one.dispose();
+  }
+}
+
 /** The tokens of `next()` from a 5-token prompt, then one step per position up to `until`, each fed the last token. */
 function nextSteps(e: Engine, ids: readonly number[], sampling: SamplingParams, until: number): number[] {
   const out = [e.next(ids.slice(0, 5), 0, sampling, 0)];
@@ -475,24 +501,11 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // Launches of 4 steps (QK_MEGAKERNEL_STAGED_FROM=1: every launch within 256 keys is staged): the staged rows'
     // barrier completes once per layer of each step, so its phases must follow across steps; the tokens are those of
     // one step per launch.
-    const env = <T>(make: () => T) =>
-      withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () => withEnv('QK_MEGAKERNEL_STAGED_FROM', '1', make));
-    const four = env(() => build('megakernel', EIGHT_KV_HEADS, 19, { megakernelSteps: 4 }));
-    const one = env(() => build('megakernel', EIGHT_KV_HEADS, 19));
-    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const prompt = randomIds(5, EIGHT_KV_HEADS.vocabSize, 36);
-    const tokens = [four.next(prompt, 0, greedy, 0)];
-    for (let p = prompt.length; p < 245; p++)
-      tokens.push(four.next([tokens.at(-1)!], p, greedy, tokens.length));
-    const want = [argmax(one.logits(prompt, 0))];
-    for (let p = prompt.length; p < 245; p++) want.push(argmax(one.logits([want.at(-1)!], p)));
-    expect(tokens).toEqual(want);
-    four.dispose();
-    one.dispose();
+    const env = { QK_MEGAKERNEL_STAGED_UNTIL: '256', QK_MEGAKERNEL_STAGED_FROM: '1' };
+    expectLaunchesOfFour(env, 19, randomIds(5, EIGHT_KV_HEADS.vocabSize, 36), 245);
   });
 
   it('the staged attention over the whole ring (the default to 384 keys; QK_MEGAKERNEL_STAGED_RING=1) gives the staged bits, and the same tokens in launches of several steps', () => {
-    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const ids = randomIds(420, EIGHT_KV_HEADS.vocabSize, 37);
     // Up to 256 keys, rows in the place of the whole ring against rows past a kept ring: the same arithmetic, so the
     // same bits at every step (there, the attending blocks also take no down rows, and stream the LM head only after
@@ -524,21 +537,12 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
     // Launches of 4 steps from position 1: the barrier that hands the ring back to the LM head completes once per
     // step, so its phases must follow across steps; the tokens are those of one step per launch.
-    const env = { QK_MEGAKERNEL_STAGED_UNTIL: '384', QK_MEGAKERNEL_STAGED_FROM: '1' };
-    const four = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, 22, { megakernelSteps: 4 }));
-    const one = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, 22));
-    try {
-      const prompt = ids.slice(0, 5);
-      const tokens = [four.next(prompt, 0, greedy, 0)];
-      for (let p = prompt.length; p < 380; p++)
-        tokens.push(four.next([tokens.at(-1)!], p, greedy, tokens.length));
-      const want = [argmax(one.logits(prompt, 0))];
-      for (let p = prompt.length; p < 380; p++) want.push(argmax(one.logits([want.at(-1)!], p)));
-      expect(tokens).toEqual(want);
-    } finally {
-      four.dispose();
-      one.dispose();
-    }
+    expectLaunchesOfFour(
+      { QK_MEGAKERNEL_STAGED_UNTIL: '384', QK_MEGAKERNEL_STAGED_FROM: '1' },
+      22,
+      ids.slice(0, 5),
+      380,
+    );
   });
 
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {

@@ -1,28 +1,17 @@
-// Probe (NOTES.md v29): the staged attention's weight division (weight_div in qwen3_decode.cu, copied here as the code
-// measured) against __fdiv_rn, bit for bit, over every float p in [2^-100, 1] and p = 0, for a set of sums l in
-// [1, 2^20]: the
-// sums 1, 2, 3, the largest float below 2, 384, 2^20, and 58 seeded random ones. Prints the mismatches (and the
-// first few) and exits 1 if there is any. Build: nvcc -O3 -arch=sm_90a -o div div.cu
+// Probe (NOTES.md v29): the staged attention's weight division (weight_div in
+// packages/cuda-core/csrc/common/weight_div.cuh, the megakernel's own) against __fdiv_rn, bit for bit, over p = 0
+// and every float p in [2^-100, 1], for 64 sums l in [1, 2^20]: 1, 2, 3, the largest float below 2, 384, 2^20 and 58
+// seeded random ones. Prints the count of differences (and the first few) and exits 1 if there is any.
+// Build and run from this folder: nvcc -O3 -arch=sm_90a -o div div.cu && ./div
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <cmath>
 #include <vector>
 
-__device__ __noinline__ float weight_div_rare(float p, float l) { return __fdiv_rn(p, l); }
+#include "../../../../packages/cuda-core/csrc/common/weight_div.cuh"
 
-__device__ __forceinline__ float weight_div(float p, float l) {
-  if (p >= 0x1p-100f && l >= 1.f && l <= 0x1p20f) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(l));
-    r = fmaf(fmaf(-l, r, 1.f), r, r);
-    const float q0 = p * r;
-    const float q1 = fmaf(fmaf(-l, q0, p), r, q0);
-    return fmaf(fmaf(-l, q1, p), r, q1);
-  }
-  if (p == 0.f && l >= 1.f && l <= 0x1p20f) return 0.f;
-  return weight_div_rare(p, l);
-}
+using qk::weight_div;
 
 __global__ void check(const float* ls, int nl, uint32_t lo, uint32_t hi, unsigned long long* bad, uint4* first) {
   if (blockIdx.x == 0 && threadIdx.x < nl) {  // p = 0
