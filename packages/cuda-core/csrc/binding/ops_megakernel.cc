@@ -36,8 +36,8 @@ struct Instance {
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
-  // The staged attention (QK_MEGAKERNEL_STAGED_FROM / _UNTIL, read on creation): launches whose steps all have
-  // staged_from…staged_until keys use it (MegakernelArgs::staged_keys); staged_until 0: none.
+  // The staged attention (QK_MEGAKERNEL_STAGED_FROM / _UNTIL, read on creation): steps of staged_from…staged_until
+  // keys (rounded up to 16) use it (MegakernelArgs::staged_from, staged_keys); staged_until 0: none.
   int staged_from = 0;
   int staged_until = 0;
   bool staged_ring = false;  // QK_MEGAKERNEL_STAGED_RING=1: the staged rows always take the whole ring's place
@@ -184,10 +184,10 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
     // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
     r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
-    // The staged attention (NOTES.md v28, v29; query groups of 2 with fixed shares): launches whose steps all have
-    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most;
-    // 0: none) attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the
-    // two or more ring slots those blocks keep where the rows leave that many, else in the place of their whole ring
+    // The staged attention (NOTES.md v28, v29; query groups of 2 with fixed shares): steps of QK_MEGAKERNEL_STAGED_FROM
+    // (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most, rounded up to 16; 0: none)
+    // attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the two or more
+    // ring slots those blocks keep where the rows leave that many, else in the place of their whole ring
     // (QK_MEGAKERNEL_STAGED_RING=1: always there).
     if (d.q_heads == 2 * d.kv_heads && r.claim == 0) {
       const int64_t until = env_count("QK_MEGAKERNEL_STAGED_UNTIL", kMegakernelStagedMaxKeys);
@@ -355,15 +355,14 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     const bool short_ring = position >= 0 && position < inst.plan.short_until;
     inst.args.slots = short_ring ? inst.plan.short_slots : inst.plan.slots;
     inst.args.slot_bytes = static_cast<int64_t>(short_ring ? inst.plan.short_slot_bytes : inst.plan.slot_bytes);
-    // The staged attention, for a launch known to have steps within its keys (the kernel decides each step by its
-    // keys, so that a step's bits do not depend on how steps are cut into launches; a wrong hint costs speed, and
-    // those bits, only).
+    // The staged attention, for a launch known to have steps within its keys. The kernel decides each step by its
+    // keys, so that a step's bits do not depend on how steps are cut into launches (a wrong hint makes those steps
+    // attend by chunks: other roundings, never wrong values).
     inst.args.staged_keys = 0;
     inst.args.staged_from = 1;
     inst.args.staged_slots = 0;
-    if (inst.staged_until > 0 && position >= 0 && position + 1 <= inst.staged_until &&
-        position + steps >= inst.staged_from) {
-      const int keys = (inst.staged_until + 15) / 16 * 16;
+    const int keys = (inst.staged_until + 15) / 16 * 16;
+    if (keys > 0 && position >= 0 && position + 1 <= keys && position + steps >= inst.staged_from) {
       const int kept = megakernel_staged_slots(inst.args.slots, inst.args.slot_bytes, keys);
       inst.args.staged_from = std::max(inst.staged_from, 1);
       if (kept >= 2 && !inst.staged_ring) {
