@@ -30,8 +30,8 @@
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
 //      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
 //      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
-//      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), launches whose steps have 57-384 keys
-//      attend with one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
+//      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), steps of 57-384 keys attend with
+//      one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
 //      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
@@ -90,8 +90,8 @@ constexpr int kMinChunk = kPass;  // positions per attention work item, at least
 // Keys of a chunk's second pass that can be staged in shared memory (in the warps' output area: K and V rows of 256
 // bytes; K's 16-byte pieces swizzled by the row, piece ^ (row & 7), so that a warp's 8 keys use different banks)
 constexpr int kStageKeys = 28;
-// The staged attention (NOTES.md v28, v29): in a launch whose steps have at most MegakernelArgs::staged_keys keys
-// (query groups of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past
+// The staged attention (NOTES.md v28, v29): in a step of MegakernelArgs::staged_from to staged_keys keys (query groups
+// of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past
 // its ring (which keeps MegakernelArgs::staged_slots slots; with 0, into its whole ring: the block then takes no rows
 // of the layers) before it waits for q/k/v, then attends on the tensor cores.
 // A row takes kStagedRow bytes: 256 and 16 of padding, so that the eight rows of an ldmatrix fall on different banks.
