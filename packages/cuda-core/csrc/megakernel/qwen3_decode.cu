@@ -550,7 +550,13 @@ struct Block {
   unsigned epoch;         // the epoch of this step: tags the flagged words it writes and waits for
   int attn_skip;          // attention_skip() of this step
   int nslots;             // this block's ring slots: a.slots, or a.staged_slots on the staged attention's blocks
+                          // where they keep slots beside its rows
 };
+
+/** The mbarrier at byte `at` of the block's misc bytes (they start at b.full): kStagedBarrier, kStagedFreeBarrier. */
+__device__ __forceinline__ uint64_t* misc_barrier(const Block& b, size_t at) {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + at);
+}
 
 /**
  * A place in the weight ring: the slot, and the parity of its current round (the phase its "full" barrier completes
@@ -994,7 +1000,7 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
     unsigned* counter = a.claim ? claim_counter(b.sync, epoch, -1, -1) : nullptr;
     // The staged attention over the whole ring: its rows hold the ring until the last layer's attention is done.
     if (skips_stage(kDown, skip) &&
-        !mbar_wait(b, reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedFreeBarrier),
+        !mbar_wait(b, misc_barrier(b, kStagedFreeBarrier),
                    static_cast<unsigned>(staged_steps_before(a, pos0, step)) & 1u))
       return;
     // The LM head (its own bound on copies in flight: no hop of this step waits behind its stream).
@@ -1612,7 +1618,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   const int n = pos + 1, tiles = (n + 15) >> 4;
   uint8_t* const krows = b.slots + static_cast<size_t>(a.staged_slots) * static_cast<size_t>(a.slot_bytes);
   uint8_t* const vrows = krows + static_cast<size_t>(a.staged_keys) * kStagedRow;
-  uint64_t* const bar = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedBarrier);
+  uint64_t* const bar = misc_barrier(b, kStagedBarrier);
   float* const sc = b.scratch;
   const bf16* const qh = reinterpret_cast<const bf16*>(sc + kStagedQ);
   float* const ss = sc + kStagedS;                              // [2][kStagedMaxKeys] scores
@@ -2481,8 +2487,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       mbar_init(&b.full[i], 1);
       mbar_init(&b.empty[i], kConsumers);
     }
-    mbar_init(reinterpret_cast<uint64_t*>(misc + kStagedBarrier), 1);
-    mbar_init(reinterpret_cast<uint64_t*>(misc + kStagedFreeBarrier), kConsumers);
+    mbar_init(misc_barrier(b, kStagedBarrier), 1);
+    mbar_init(misc_barrier(b, kStagedFreeBarrier), kConsumers);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     b.flag[0] = 0;
     b.flag[1] = 0;
@@ -2559,7 +2565,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         // The staged attention over the whole ring: the last layer's is done with the staged rows, so the producer
         // may fill the ring again (every consumer thread arrives once its own accesses to them are done).
         if (layer == d.layers - 1 && skips_stage(kDown, b.attn_skip))
-          mbar_arrive(reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(b.full) + kStagedFreeBarrier));
+          mbar_arrive(misc_barrier(b, kStagedFreeBarrier));
       } else {
         stamp(a, ev + 4);
         stamp(a, ev + 5);
