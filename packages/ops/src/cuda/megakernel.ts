@@ -536,6 +536,11 @@ export class Qwen3Megakernel {
     const stamps = new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8);
     const events = this.#traceLayers * TRACE_PER_LAYER + 3;
     const grid = this.plan.grid;
+    // The stamps are nanoseconds of %globaltimer (about 1.8e18): as doubles they would keep only multiples of 256 ns,
+    // so they are taken relative to this step's earliest stamp first.
+    let base = 0n;
+    for (const at of stamps) if (at !== 0n && (base === 0n || at < base)) base = at;
+    const ns = (at: bigint): number => Number(at - base);
     const sums = (this.#traceSums ??= {
       mean: new Float64Array(events),
       max: new Float64Array(events),
@@ -551,10 +556,10 @@ export class Qwen3Megakernel {
       for (let blk = 0; blk < grid; blk++) {
         const at = stamps[blk * events + e]!;
         if (at === 0n) continue; // the argmax stamp: the last block only
-        const t = Number(at);
+        const t = ns(at);
         // The argmax stamp of a block that was last in an earlier step but not in this one is stale: older than
         // the block's previous stamp of this step.
-        const prev = e === 0 ? t : Number(stamps[blk * events + e - 1]!);
+        const prev = e === 0 ? t : ns(stamps[blk * events + e - 1]!);
         if (t < prev) continue;
         first = Math.min(first, t);
         last = Math.max(last, t);
@@ -576,7 +581,7 @@ export class Qwen3Megakernel {
         const row: number[] = [];
         for (let e = 0; e < events; e++) {
           const at = stamps[blk * events + e]!;
-          row.push(at === 0n || Number(at) < first ? -1 : Math.round((Number(at) - first) / 10) / 100);
+          row.push(at === 0n || ns(at) < first ? -1 : Math.round((ns(at) - first) / 10) / 100);
         }
         this.#traceSample.push(row);
       }
