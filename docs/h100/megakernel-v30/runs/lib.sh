@@ -20,3 +20,17 @@ sass() {
     fi
   done
 }
+# floor SEEDS: for each seed, HF bf16 eager's reference (hf_reference.py, 256 teacher-forced steps from a 32-token
+# prompt), then HF bf16 sdpa and HF float32 eager teacher-forced on the same checkpoint and tokens (their printed
+# agreement with eager: the spread between two HF runs of one checkpoint), and the megakernel compared with all three.
+floor() {
+  local P=/tmp/b/bundle/peers/hf_reference.py s v
+  for s in "$@"; do
+    (cd /tmp && timeout 150 python3 $P /tmp/hf$s --preset 0.6b --dtype bfloat16 --prompt-len 32 --steps 256 --seed $s > $R/hfref-$s.txt 2>&1; echo "hfref seed $s rc=$? $(elapsed)")
+    (cd /tmp && timeout 120 python3 $P /tmp/hf$s-sdpa --from /tmp/hf$s --attention sdpa > $R/hfsdpa-$s.txt 2>&1; echo "sdpa seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hfsdpa-$s.txt) $(elapsed)")
+    (cd /tmp && timeout 120 python3 $P /tmp/hf$s-f32 --from /tmp/hf$s --dtype float32 > $R/hff32-$s.txt 2>&1; echo "f32 seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hff32-$s.txt) $(elapsed)")
+    for v in "" -sdpa -f32; do
+      timeout 90 $N $B model compare /tmp/hf$s$v --engine megakernel --json $R/cmp-seed$s$v.json > $R/cmp-seed$s$v.md 2>&1; echo "compare seed $s$v rc=$? $(tail -1 $R/cmp-seed$s$v.md) $(elapsed)"
+    done
+  done
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Device run 79h (v30): is a tensor core slow to start after the ~12 µs between a block's attentions? QK_MEGAKERNEL_DEBUG
+# 8192 (on 79g's build): warp 0 of each attending block times one HMMA right after the rows land, then a second
+# dependent one (cycles, over the layer's stamps 0 and 1). Traces at 140 and 260 keys.
+. "$(dirname "$0")/lib.sh"
+run_setup r79h
+for p in 140 260; do
+  QK_MEGAKERNEL_DEBUG=8192 QK_MEGAKERNEL_TRACE=$R/trace-d8192-p$p.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-d8192-p$p.log 2>&1; echo "trace $p rc=$? $(elapsed)"
+done
+xz -T4 $R/trace-*.json
+pack
+echo "t=$(elapsed)"
