@@ -1,6 +1,8 @@
 # Shared steps of the v30 device runs: v29's (docs/h100/megakernel-v29/runs/lib.sh and the libraries it sources).
 # New: `smi_during NAME CMD…`, nvidia-smi's SM clock, power and memory clock every 50 ms while CMD runs; `sass`, the
-# addon's SASS with line info (cuobjdump/nvdisasm of the device's toolkit). Sourced by run79*.sh from the repository root.
+# addon's SASS with line info (cuobjdump/nvdisasm of the device's toolkit); `floor`, HF's agreement with itself;
+# `trace`, `traces`, `phase_traces`, stage traces; `rework_check`, the checks of each step of the staged attention's
+# rework. Sourced by run79*.sh from the repository root.
 . docs/h100/megakernel-v29/runs/lib.sh
 smi_during() {
   local n=$1; shift
@@ -33,4 +35,47 @@ floor() {
       timeout 90 $N $B model compare /tmp/hf$s$v --engine megakernel --json $R/cmp-seed$s$v.json > $R/cmp-seed$s$v.md 2>&1; echo "compare seed $s$v rc=$? $(tail -1 $R/cmp-seed$s$v.md) $(elapsed)"
     done
   done
+}
+# trace STEM POSITION ENV…: a stage trace of $B (one step per launch, 32 tokens from POSITION) into
+# $R/trace-STEM.json, its log beside it.
+trace() {
+  local s=$1 p=$2; shift 2
+  env "$@" QK_MEGAKERNEL_TRACE=$R/trace-$s.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$s.log 2>&1; echo "trace $s rc=$? $(elapsed)"
+}
+# traces POSITIONS VARIANT…: `trace` of each variant ("NAME ENV…") at each position (stem NAME-pPOSITION), then the
+# traces compressed and packed.
+traces() {
+  local ps=$1 v p w; shift
+  for v in "$@"; do
+    read -r -a w <<< "$v"
+    for p in $ps; do trace "${w[0]}-p$p" "$p" "${w[@]:1}"; done
+  done
+  xz -T4 $R/trace-*.json
+  pack
+}
+# phase_traces DEBUG…: traces at 140 and 260 keys, HF's roundings (hf) and flash-style (f), once per
+# QK_MEGAKERNEL_DEBUG value (stem NAME-pPOSITION-dDEBUG): runs 79a and 79b.
+phase_traces() {
+  local p v d w
+  for p in 140 260; do
+    for v in "hf X=1" "f QK_MEGAKERNEL_STAGED_HF=0"; do
+      read -r -a w <<< "$v"
+      for d in "$@"; do trace "${w[0]}-p$p-d$d" "$p" "${w[@]:1}" QK_MEGAKERNEL_DEBUG=$d; done
+    done
+  done
+  xz -T4 $R/trace-*.json
+  pack
+}
+# rework_check: the checks of each step of the staged attention's rework (runs 79e, 79g, 79k): GPU tests, v29's ids,
+# 3 alternating rounds at 1/128 against off (the attention by chunks), traces at 140 and 260 keys.
+rework_check() {
+  gpu_tests
+  genw $B greedy.json 256 --engine megakernel --temperature 0; echo "greedy rc=$? $(ids $R/greedy.json) (v29: c3947782)"
+  genw $B greedy400.json 400 --engine megakernel --temperature 0; echo "greedy 400 rc=$? $(ids $R/greedy400.json) (v29: b924f925)"
+  genw $B sampled.json 256 --engine megakernel --seed 1; echo "sampled rc=$? $(ids $R/sampled.json) (v29: 24aa5aaf)"
+  QK_MEGAKERNEL_STAGED_HF=0 genw $B greedy-f.json 256 --engine megakernel --temperature 0; echo "greedy flash-style rc=$? $(ids $R/greedy-f.json) (v28 77d flash-style to 256: a63b8c31; v29 to 384: not recorded)"
+  pack
+  rounds 3 1,128 256 "off $B QK_MEGAKERNEL_STAGED_UNTIL=0" "new $B X=1"
+  pack
+  traces "140 260" "new X=1"
 }

@@ -4,14 +4,5 @@
 # trace reader now keeps the stamps' nanoseconds (they were doubles of about 1.8e18: multiples of 256 ns).
 . "$(dirname "$0")/lib.sh"
 run_setup r79b
-for p in 140 260; do
-  for v in "hf X=1" "f QK_MEGAKERNEL_STAGED_HF=0"; do
-    read -r name e <<< "$v"
-    for dbg in 128 256 640 768; do
-      env $e QK_MEGAKERNEL_DEBUG=$dbg QK_MEGAKERNEL_TRACE=$R/trace-$name-p$p-d$dbg.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$name-p$p-d$dbg.log 2>&1; echo "trace $name $p $dbg rc=$? $(elapsed)"
-    done
-  done
-done
-xz -T4 $R/trace-*.json
-pack
+phase_traces 128 256 640 768
 echo "t=$(elapsed)"

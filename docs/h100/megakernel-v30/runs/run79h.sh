@@ -4,9 +4,5 @@
 # dependent one (cycles, over the layer's stamps 0 and 1). Traces at 140 and 260 keys.
 . "$(dirname "$0")/lib.sh"
 run_setup r79h
-for p in 140 260; do
-  QK_MEGAKERNEL_DEBUG=8192 QK_MEGAKERNEL_TRACE=$R/trace-d8192-p$p.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-d8192-p$p.log 2>&1; echo "trace $p rc=$? $(elapsed)"
-done
-xz -T4 $R/trace-*.json
-pack
+traces "140 260" "d8192 QK_MEGAKERNEL_DEBUG=8192"
 echo "t=$(elapsed)"

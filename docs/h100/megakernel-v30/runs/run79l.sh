@@ -5,12 +5,5 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r79l
 rounds 2 1,128 256 "new $B X=1" "d2048 $B QK_MEGAKERNEL_DEBUG=2048"
-for v in "new X=1" "d2048 QK_MEGAKERNEL_DEBUG=2048"; do
-  read -r name e <<< "$v"
-  for p in 140 260; do
-    env $e QK_MEGAKERNEL_TRACE=$R/trace-$name-p$p.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$name-p$p.log 2>&1; echo "trace $name $p rc=$? $(elapsed)"
-  done
-done
-xz -T4 $R/trace-*.json
-pack
+traces "140 260" "new X=1" "d2048 QK_MEGAKERNEL_DEBUG=2048"
 echo "t=$(elapsed)"

@@ -5,10 +5,5 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r79m
 rounds 3 1,128 256 "new $B X=1" "last $B QK_MEGAKERNEL_KV_L2_LAST=1"
-for v in "new X=1" "last QK_MEGAKERNEL_KV_L2_LAST=1"; do
-  read -r name e <<< "$v"
-  env $e QK_MEGAKERNEL_TRACE=$R/trace-$name-p260.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions 260 --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$name-p260.log 2>&1; echo "trace $name 260 rc=$? $(elapsed)"
-done
-xz -T4 $R/trace-*.json
-pack
+traces 260 "new X=1" "last QK_MEGAKERNEL_KV_L2_LAST=1"
 echo "t=$(elapsed)"
