@@ -121,6 +121,22 @@ export interface MegakernelSpec extends MegakernelDims {
   readonly screen?: boolean;
 }
 
+/**
+ * A trace's raw stamps (`%globaltimer` nanoseconds, about 1.8e18; 0: no stamp) as nanoseconds after the earliest
+ * stamp, NaN where there is none. The differences are taken as BigInts: as doubles, the stamps themselves would keep
+ * only multiples of 256 ns.
+ */
+export function traceStampsNs(stamps: BigUint64Array): Float64Array {
+  let base = 0n;
+  for (const at of stamps) if (at !== 0n && (base === 0n || at < base)) base = at;
+  const out = new Float64Array(stamps.length);
+  for (let i = 0; i < stamps.length; i++) {
+    const at = stamps[i]!;
+    out[i] = at === 0n ? Number.NaN : Number(at - base);
+  }
+  return out;
+}
+
 /** Stage names of the trace stamps of a layer (each stamp closes the stage named here). */
 export const MEGAKERNEL_TRACE_STAGES = [
   'layer start (after the previous layer)',
@@ -536,11 +552,7 @@ export class Qwen3Megakernel {
     const stamps = new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8);
     const events = this.#traceLayers * TRACE_PER_LAYER + 3;
     const grid = this.plan.grid;
-    // The stamps are nanoseconds of %globaltimer (about 1.8e18): as doubles they would keep only multiples of 256 ns,
-    // so they are taken relative to this step's earliest stamp first.
-    let base = 0n;
-    for (const at of stamps) if (at !== 0n && (base === 0n || at < base)) base = at;
-    const ns = (at: bigint): number => Number(at - base);
+    const rel = traceStampsNs(stamps);
     const sums = (this.#traceSums ??= {
       mean: new Float64Array(events),
       max: new Float64Array(events),
@@ -556,11 +568,11 @@ export class Qwen3Megakernel {
       for (let blk = 0; blk < grid; blk++) {
         const at = stamps[blk * events + e]!;
         if (at === 0n) continue; // the argmax stamp: the last block only
-        const t = ns(at);
+        const t = rel[blk * events + e]!;
         // The argmax stamp of a block that was last in an earlier step but not in this one is stale: older than
         // the block's previous stamp of this step.
-        const prev = e === 0 ? t : ns(stamps[blk * events + e - 1]!);
-        if (t < prev) continue;
+        const prev = e === 0 ? t : rel[blk * events + e - 1]!;
+        if (t < prev || Number.isNaN(prev)) continue; // (NaN: no stamp before this one)
         first = Math.min(first, t);
         last = Math.max(last, t);
         if (e === 0) continue;
@@ -581,7 +593,8 @@ export class Qwen3Megakernel {
         const row: number[] = [];
         for (let e = 0; e < events; e++) {
           const at = stamps[blk * events + e]!;
-          row.push(at === 0n || ns(at) < first ? -1 : Math.round((ns(at) - first) / 10) / 100);
+          const t = rel[blk * events + e]!;
+          row.push(at === 0n || t < first ? -1 : Math.round((t - first) / 10) / 100);
         }
         this.#traceSample.push(row);
       }
