@@ -1,6 +1,7 @@
 # Shared steps of the v27 device runs: v26's (docs/h100/megakernel-v26/runs/lib.sh and the libraries it sources).
 # New: `gpu_tests_env NAME ENV…`, the megakernel GPU tests with an environment (every instance the tests create reads
-# it). Sourced by run76*.sh from the repository root.
+# it); `agreement SEEDS…` (and its steps `hfref`, `compare_hf`, `agreement_of`), the HF agreement of the megakernel
+# ungrouped and grouped. Sourced by run76*.sh from the repository root.
 . docs/h100/megakernel-v26/runs/lib.sh
 gpu_tests_env() {
   local n=$1; shift
@@ -10,11 +11,26 @@ gpu_tests_env() {
 # agreement SEEDS: HF agreement of the megakernel, ungrouped (the default) and grouped (QK_MEGAKERNEL_UNGROUP=0), on
 # the 0.6B checkpoints hf_reference.py writes for each seed (256 teacher-forced steps from a 32-token prompt, HF bf16
 # eager), as v7's run 56a/56d.
-agreement() {
-  local P=/tmp/b/bundle/peers/hf_reference.py s
-  for s in "$@"; do
-    (cd /tmp && timeout 150 python3 $P /tmp/hf$s --preset 0.6b --dtype bfloat16 --prompt-len 32 --steps 256 --seed $s > $R/hfref-$s.txt 2>&1; echo "hfref seed $s rc=$? $(elapsed)")
-    timeout 90 $N $B model compare /tmp/hf$s --engine megakernel --json $R/cmp-seed$s-ug.json > $R/cmp-seed$s-ug.md 2>&1; echo "compare seed $s ungrouped rc=$? $(tail -1 $R/cmp-seed$s-ug.md)"
-    QK_MEGAKERNEL_UNGROUP=0 timeout 90 $N $B model compare /tmp/hf$s --engine megakernel --json $R/cmp-seed$s-grouped.json > $R/cmp-seed$s-grouped.md 2>&1; echo "compare seed $s grouped rc=$? $(tail -1 $R/cmp-seed$s-grouped.md)"
+# hfref SEED: HF bf16 eager's reference (hf_reference.py: the 0.6B checkpoint of SEED, 256 teacher-forced steps from
+# a 32-token prompt) in /tmp/hfSEED.
+hfref() {
+  (cd /tmp && timeout 150 python3 /tmp/b/bundle/peers/hf_reference.py /tmp/hf$1 --preset 0.6b --dtype bfloat16 --prompt-len 32 --steps 256 --seed $1 > $R/hfref-$1.txt 2>&1; echo "hfref seed $1 rc=$? $(elapsed)")
+}
+# compare_hf DIR NAME ENV…: the megakernel of $B with ENV against the HF reference in DIR, into $R/cmp-NAME.md/json.
+compare_hf() {
+  local d=$1 n=$2; shift 2
+  env "$@" timeout 90 $N $B model compare $d --engine megakernel --json $R/cmp-$n.json > $R/cmp-$n.md 2>&1; echo "compare $n rc=$? $(tail -n 1 $R/cmp-$n.md) $(elapsed)"
+}
+# agreement_of SEED VARIANT…: `hfref` of SEED, then `compare_hf` of each variant ("NAME ENV…") as cmp-seedSEED-NAME.
+agreement_of() {
+  local s=$1 v w; shift
+  hfref $s
+  for v in "$@"; do
+    read -r -a w <<< "$v"
+    compare_hf /tmp/hf$s "seed$s-${w[0]}" "${w[@]:1}"
   done
+}
+agreement() {
+  local s
+  for s in "$@"; do agreement_of $s "ug X=1" "grouped QK_MEGAKERNEL_UNGROUP=0"; done
 }

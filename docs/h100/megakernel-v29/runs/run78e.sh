@@ -4,11 +4,8 @@
 # and racecheck of a 4-token decode over the whole ring.
 . "$(dirname "$0")/lib.sh"
 run_setup r78e
-P=/tmp/b/bundle/peers/hf_reference.py
 for s in 4 5 6 7; do
-  (cd /tmp && timeout 150 python3 $P /tmp/hf$s --preset 0.6b --dtype bfloat16 --prompt-len 32 --steps 256 --seed $s > $R/hfref-$s.txt 2>&1; echo "hfref seed $s rc=$? $(elapsed)")
-  timeout 90 $N $B model compare /tmp/hf$s --engine megakernel --json $R/cmp-seed$s-off.json > $R/cmp-seed$s-off.md 2>&1; echo "compare seed $s off rc=$? $(tail -1 $R/cmp-seed$s-off.md) $(elapsed)"
-  QK_MEGAKERNEL_STAGED_UNTIL=384 timeout 90 $N $B model compare /tmp/hf$s --engine megakernel --json $R/cmp-seed$s-r1.json > $R/cmp-seed$s-r1.md 2>&1; echo "compare seed $s r1 rc=$? $(tail -1 $R/cmp-seed$s-r1.md) $(elapsed)"
+  agreement_of $s "off X=1" "r1 QK_MEGAKERNEL_STAGED_UNTIL=384"
   pack
 done
 ring_sanitizers X=1

@@ -1,8 +1,8 @@
 # Shared steps of the v30 device runs: v29's (docs/h100/megakernel-v29/runs/lib.sh and the libraries it sources).
 # New: `smi_during NAME CMD…`, nvidia-smi's SM clock, power and memory clock every 50 ms while CMD runs; `sass`, the
 # addon's SASS with line info (cuobjdump/nvdisasm of the device's toolkit); `floor`, HF's agreement with itself;
-# `trace`, `traces`, `phase_traces`, stage traces; `rework_check`, the checks of each step of the staged attention's
-# rework. Sourced by run79*.sh from the repository root.
+# `phase_traces`, stage traces with the phase diagnostics; `rework_check`, the checks of each step of the staged
+# attention's rework. Sourced by run79*.sh from the repository root.
 . docs/h100/megakernel-v29/runs/lib.sh
 smi_during() {
   local n=$1; shift
@@ -28,30 +28,11 @@ sass() {
 floor() {
   local P=/tmp/b/bundle/peers/hf_reference.py s v
   for s in "$@"; do
-    (cd /tmp && timeout 150 python3 $P /tmp/hf$s --preset 0.6b --dtype bfloat16 --prompt-len 32 --steps 256 --seed $s > $R/hfref-$s.txt 2>&1; echo "hfref seed $s rc=$? $(elapsed)")
+    hfref $s
     (cd /tmp && timeout 120 python3 $P /tmp/hf$s-sdpa --from /tmp/hf$s --attention sdpa > $R/hfsdpa-$s.txt 2>&1; echo "sdpa seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hfsdpa-$s.txt) $(elapsed)")
     (cd /tmp && timeout 120 python3 $P /tmp/hf$s-f32 --from /tmp/hf$s --dtype float32 > $R/hff32-$s.txt 2>&1; echo "f32 seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hff32-$s.txt) $(elapsed)")
-    for v in "" -sdpa -f32; do
-      timeout 90 $N $B model compare /tmp/hf$s$v --engine megakernel --json $R/cmp-seed$s$v.json > $R/cmp-seed$s$v.md 2>&1; echo "compare seed $s$v rc=$? $(tail -1 $R/cmp-seed$s$v.md) $(elapsed)"
-    done
+    for v in "" -sdpa -f32; do compare_hf /tmp/hf$s$v seed$s$v; done
   done
-}
-# trace STEM POSITION ENV…: a stage trace of $B (one step per launch, 32 tokens from POSITION) into
-# $R/trace-STEM.json, its log beside it.
-trace() {
-  local s=$1 p=$2; shift 2
-  env "$@" QK_MEGAKERNEL_TRACE=$R/trace-$s.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$s.log 2>&1; echo "trace $s rc=$? $(elapsed)"
-}
-# traces POSITIONS VARIANT…: `trace` of each variant ("NAME ENV…") at each position (stem NAME-pPOSITION), then the
-# traces compressed and packed.
-traces() {
-  local ps=$1 v p w; shift
-  for v in "$@"; do
-    read -r -a w <<< "$v"
-    for p in $ps; do trace "${w[0]}-p$p" "$p" "${w[@]:1}"; done
-  done
-  xz -T4 $R/trace-*.json
-  pack
 }
 # phase_traces DEBUG…: traces at 140 and 260 keys, HF's roundings (hf) and flash-style (f), once per
 # QK_MEGAKERNEL_DEBUG value (stem NAME-pPOSITION-dDEBUG): runs 79a and 79b.
