@@ -10,10 +10,10 @@ div_probe() {
   (cd docs/h100/megakernel-v29/probes && nvcc -O3 -arch=sm_90a -o /tmp/div div.cu && /tmp/div) > $R/div.txt 2>&1; echo "div probe rc=$? $(elapsed)"; head -4 $R/div.txt
 }
 # trace STEM POSITION ENV…: a stage trace of $B (one step per launch, 32 tokens from POSITION) into
-# $R/trace-STEM.json, its log beside it.
+# $R/trace-STEM.json, its log beside it. (TRACE_BUNDLE=$O: of that bundle instead; v31's run 80c.)
 trace() {
   local s=$1 p=$2; shift 2
-  env "$@" QK_MEGAKERNEL_TRACE=$R/trace-$s.json timeout 100 $N $B bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$s.log 2>&1; echo "trace $s rc=$? $(elapsed)"
+  env "$@" QK_MEGAKERNEL_TRACE=$R/trace-$s.json timeout 100 $N "${TRACE_BUNDLE:-$B}" bench decode --preset 0.6b --engines megakernel --positions $p --tokens 32 --runs 1 --no-peers --no-layered > $R/trace-$s.log 2>&1; echo "trace $s rc=$? $(elapsed)"
 }
 # traces POSITIONS VARIANT…: `trace` of each variant ("NAME ENV…") at each position (stem NAME-pPOSITION), then the
 # traces compressed and packed.
