@@ -519,4 +519,10 @@ export interface Binding {
    */
   megakernelReset(handle: number): void;
   megakernelDestroy(handle: number): void;
+  /**
+   * Launches since the addon loaded, by the attention path of the kernel that ran: `[both, staged]`. A launch whose
+   * steps all take the staged attention runs a kernel compiled without the attention by chunks, unless
+   * `QK_MEGAKERNEL_PATH_KERNELS=0` was set when its instance was made. A diagnostic.
+   */
+  megakernelLaunchPaths(): [number, number];
 }

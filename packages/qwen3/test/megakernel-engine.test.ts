@@ -545,6 +545,49 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     );
   });
 
+  it('the staged kernel (the default) gives the bits and tokens of the kernel with both paths (QK_MEGAKERNEL_PATH_KERNELS=0)', () => {
+    // Launches whose steps are all staged (57-384 keys) run a kernel compiled without the attention by chunks; the
+    // others run the kernel with both paths.
+    const ids = randomIds(420, EIGHT_KV_HEADS.vocabSize, 39);
+    const both = withEnv('QK_MEGAKERNEL_PATH_KERNELS', '0', () => build('megakernel', EIGHT_KV_HEADS, 24));
+    const path = build('megakernel', EIGHT_KV_HEADS, 24);
+    const paths = () => cudaCore.loadBinding().megakernelLaunchPaths();
+    try {
+      const p0 = paths();
+      const want = trace(both, ids, 1);
+      const p1 = paths();
+      const got = trace(path, ids, 1);
+      const p2 = paths();
+      expectSameBits(got, want);
+      // (The knob's instance ran the kernel with both paths only, a launch per decode step; the default's ran the
+      // staged kernel at 57-384 keys, positions 56-383.)
+      const launches = p1[0] - p0[0];
+      expect(launches).toBeGreaterThanOrEqual(419);
+      expect(p1[1] - p0[1]).toBe(0);
+      expect([p2[0] - p1[0], p2[1] - p1[1]]).toEqual([launches - (384 - 56), 384 - 56]);
+    } finally {
+      both.dispose();
+      path.dispose();
+    }
+    // Launches of 4 steps, greedy and sampled, from 5 prompt ids to 400 (so some launches cross 56/57 and 384/385
+    // keys): the tokens of the kernel with both paths.
+    const sampled = { temperature: 0.8, topK: 20, topP: 0.9, seed: 5 };
+    for (const sampling of [{ temperature: 0, topK: 0, topP: 1, seed: 0 }, sampled]) {
+      const four = build('megakernel', EIGHT_KV_HEADS, 25, { megakernelSteps: 4 });
+      const plain = withEnv('QK_MEGAKERNEL_PATH_KERNELS', '0', () =>
+        build('megakernel', EIGHT_KV_HEADS, 25, { megakernelSteps: 4 }),
+      );
+      try {
+        const got = nextSteps(four, ids, sampling, 400);
+        expect(got).toEqual(nextSteps(plain, ids, sampling, 400));
+        expect(new Set(got).size).toBeGreaterThan(10);
+      } finally {
+        four.dispose();
+        plain.dispose();
+      }
+    }
+  });
+
   it("the short-context ring (launches below the plan's shortRingUntil) gives the same bits as the default ring", () => {
     const config = CONFIGS[0]![1];
     const dims = {

@@ -64,6 +64,9 @@ void restart(Instance& inst, const char* op) {
 }
 
 std::mutex instances_mu;
+// Launches since the addon loaded, by the attention path of the kernel that ran (megakernel_launch_path: both, or the
+// staged attention alone; under instances_mu). A diagnostic: megakernelLaunchPaths.
+uint64_t path_launches[2] = {0, 0};
 std::unordered_map<int64_t, Instance> instances;
 int64_t next_instance = 1;
 
@@ -184,6 +187,9 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
     // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
     r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
+    // QK_MEGAKERNEL_PATH_KERNELS=0: every launch runs the kernel with both attention paths (a knob; 1, the default:
+    // launches whose steps all take the staged attention run a kernel without the attention by chunks, NOTES.md v32).
+    r.path_kernels = env_count("QK_MEGAKERNEL_PATH_KERNELS", 1) != 0 ? 1 : 0;
     // The staged attention (NOTES.md v28, v29; query groups of 2 with fixed shares): steps of QK_MEGAKERNEL_STAGED_FROM
     // (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most, rounded up to 16; 0: none)
     // attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the two or more
@@ -377,6 +383,7 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     // workspace; 0 is what the cleared workspace holds, so numbering starts at 1, and it starts again (after a clear)
     // before it would wrap.
     if (inst.last_epoch > UINT32_MAX - static_cast<uint32_t>(steps)) restart(inst, "megakernelLaunch");
+    inst.args.position = static_cast<int>(position);  // (−1: no hint; it picks the kernel's attention path)
     inst.args.epoch = inst.last_epoch + 1;
     inst.args.steps = steps;
     inst.args.top_k = top_k;
@@ -386,6 +393,7 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.started, stream()));
     launched("megakernelLaunch", launch_megakernel(inst.args, inst.plan, stream()));
+    path_launches[megakernel_launch_path(inst.args)]++;
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.finished, stream()));
     inst.last_epoch += static_cast<uint32_t>(steps);
     inst.launch_epoch = inst.args.epoch;
@@ -469,6 +477,18 @@ Napi::Value MegakernelDestroy(const Napi::CallbackInfo& info) {
   });
 }
 
+// megakernelLaunchPaths() → [both, staged]: launches since the addon loaded, by the attention path of the kernel
+// that ran (a diagnostic, for tests and benchmarks).
+Napi::Value MegakernelLaunchPaths(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelLaunchPaths", [](const Args& a) -> Napi::Value {
+    a.expect_count(0);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Napi::Array out = Napi::Array::New(a.env(), 2);
+    for (uint32_t i = 0; i < 2; i++) out.Set(i, Napi::Number::New(a.env(), static_cast<double>(path_launches[i])));
+    return out;
+  });
+}
+
 }  // namespace
 
 void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
@@ -479,6 +499,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelToken", MegakernelToken);
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
+  define(env, exports, "megakernelLaunchPaths", MegakernelLaunchPaths);
 }
 
 }  // namespace qk::binding

@@ -32,7 +32,8 @@
 //      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
 //      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), steps of 57-384 keys attend with
 //      one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
-//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29.)
+//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29. A launch whose steps all attend so runs a kernel
+//      compiled without the attention by chunks: a third less code, 5-8 µs per token faster; AttnPath, v32.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -51,6 +52,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
@@ -1823,6 +1826,25 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
 }
 
 /**
+ * Code placement: kInstructions instructions that never run (the binding never passes this debug value), so that the
+ * code after them lies where it was measured fastest. Where the attention ends moves everything after it: the same
+ * kernel with 336-896 of them after the attention by chunks ran up to 40 µs per token apart at positions 512-1279,
+ * and without them (v12) up to 70 µs slower (NOTES.md v12-v15, v32). Any change of the code around these points moves
+ * what follows: measure the whole sweep.
+ */
+template <int kInstructions>
+__device__ __forceinline__ void placement_pad(const MegakernelArgs& a, const Block& b) {
+  if constexpr (kInstructions > 0) {
+    if (a.debug == kPlacementPad) {
+      unsigned x = threadIdx.x;
+#pragma unroll
+      for (int i = 0; i < kInstructions; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
+      b.flag[0] = static_cast<int>(x);
+    }
+  }
+}
+
+/**
  * Attention of KV head `g`'s query group over cache positions [p0, p1) of layer `layer` (len = pos + 1 keys in
  * all). Publishes the normalised output when the head has one chunk, else the chunk's partial; the last chunk of a
  * head to finish merges them and publishes the output. Returns false when the launch aborts.
@@ -1834,12 +1856,9 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
  * kStage: a short second pass may be staged in shared memory (below). Only the argmax kernels of groups up to 3 take
  * it: in the others (G = 4, sampling) its code made ptxas spill 4-20 bytes.
  */
-template <int G, bool kStage>
-__device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
-                                      int c, int chunks, int p0, int p1, int pos, int ev, unsigned staged_parity) {
-  if constexpr (G == 2) {
-    if (staged_step(a, pos)) return attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
-  }
+template <int G, bool kStage, int kPad>
+__device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer,
+                                              int g, int c, int chunks, int p0, int p1, int pos, int ev) {
   const MegakernelDims& d = a.dims;
   const int KV = static_cast<int>(d.kv_heads);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -2209,17 +2228,53 @@ __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, 
     }
     flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
-  // Code placement: 736 instructions that never run (the binding never passes this debug value), so that the code
-  // after the attention lies where it was measured fastest: the same kernel with 336-896 of them ran up to 40 µs per
-  // token apart at positions 512-1279, and without them (v12) up to 70 µs slower (NOTES.md v12-v15; runs 61n, 62i,
-  // 62j, 63d, 64e). Any change of the code around this point moves what follows it: measure the whole sweep.
-  if (a.debug == kPlacementPad) {
-    unsigned x = static_cast<unsigned>(tid);
-#pragma unroll
-    for (int i = 0; i < 736; i++) asm volatile("mad.lo.u32 %0, %0, %0, %1;" : "+r"(x) : "r"(i + 3));
-    b.flag[0] = static_cast<int>(x);
-  }
+  placement_pad<kPad>(a, b);  // (runs 61n, 62i, 62j, 63d, 64e: 736 in the kernel with both paths)
   return true;
+}
+
+/**
+ * The attention paths a kernel is compiled with (MegakernelArgs::path_kernels): both, decided per step, or the staged
+ * attention alone, without the attention by chunks and the O blocks' merge: a third less code, 70 fewer registers,
+ * and 5-8 µs per token faster at positions 128-383 (NOTES.md v32, runs 81a, 81b, 81e). (A kernel of the chunks alone
+ * measured 8-15 µs slower than the one with both at positions 512-1279, at every placement tried: run 81b.)
+ */
+enum AttnPath : int { kPathBoth = 0, kPathStaged = 1 };
+
+/**
+ * The placement padding (placement_pad: instructions after the attention) of a kernel of path `kPath` and `kPad`: kPad
+ * where it is not -1 (the default), else 736 after the attention by chunks in the kernel with both paths, and none in
+ * the staged kernel (paddings of 0-1,920 instructions measured within the machines' spread there: run 81b).
+ */
+template <int kPath, int kPad>
+constexpr int placement_of() {
+  return kPad >= 0 ? kPad : kPath == kPathBoth ? 736 : 0;
+}
+
+/** The attention of a step at `pos`: staged (query groups of 2, staged_step) or by chunks (attend_chunked). */
+template <int G, bool kStage, int kPath, int kPad>
+__device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
+                                      int c, int chunks, int p0, int p1, int pos, int ev, unsigned staged_parity) {
+  constexpr int kInstructions = placement_of<kPath, kPad>();
+  if constexpr (G == 2 && kPath == kPathStaged) {
+    const bool ok = attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
+    placement_pad<kInstructions>(a, b);
+    return ok;
+  } else {
+    if constexpr (G == 2 && kPath == kPathBoth) {
+      if (staged_step(a, pos)) return attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
+    }
+    return attend_chunked<G, kStage, kInstructions>(a, b, lay, layer, g, c, chunks, p0, p1, pos, ev);
+  }
+}
+
+/**
+ * Whether a kernel of path `kPath` can run every step of a launch of `steps` from `pos0`: the staged kernel where all
+ * of them are staged steps (one run of positions, so the first and the last decide), the kernel with both always.
+ */
+template <int kPath>
+__host__ __device__ inline bool path_serves(const MegakernelArgs& a, int64_t pos0, int steps) {
+  return kPath == kPathBoth ||
+         (staged_step(a, static_cast<int>(pos0)) && staged_step(a, static_cast<int>(pos0 + steps - 1)));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -2444,7 +2499,7 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
  * kernel, its code was 333 KB and 231 registers; NOTES.md, v12), and the unscreened argmax kernel no screen (with it,
  * 10 µs per token slower at Qwen3-0.6B positions 1-1024: NOTES.md, v25).
  */
-template <bool kSample, int G, bool kScreen = false>
+template <bool kSample, int G, bool kScreen, int kPath, int kPad = -1>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
@@ -2481,6 +2536,10 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                                                                             : MegakernelError::BadToken);
     }
     return;  // every block reads the same state: all return
+  }
+  if (!path_serves<kPath>(a, pos0, a.steps)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::WrongPath);
+    return;  // (as above)
   }
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.slots; i++) {
@@ -2526,7 +2585,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     Best best{-INFINITY, INT32_MAX};
     TopK top{0ull, 0ull, 0ull, 0};
     const int len = pos + 1;
-    const int chunks = attention_chunks(a, pos);
+    const int chunks = kPath == kPathStaged ? 1 : attention_chunks(a, pos);
     const int chunk_len = (len + chunks - 1) / chunks;
 
     // This block's attention work item, if any (at most one: items ≤ grid).
@@ -2559,8 +2618,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       if (item >= 0) {
         // (The staged attention's barrier completes once per layer of each step that uses it.)
         const unsigned parity = static_cast<unsigned>(staged_steps_before(a, pos0, step) * d.layers + layer) & 1u;
-        if (!attend<G, !kSample && G <= 3>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos, ev + 4,
-                                           parity))
+        if (!attend<G, !kSample && G <= 3, kPath, kPad>(a, b, lay, layer, item_g, item_c, chunks, item_p0, item_p1, pos,
+                                                  ev + 4, parity))
           return;
         // The staged attention over the whole ring: the last layer's is done with the staged rows, so the producer
         // may fill the ring again (every consumer thread arrives once its own accesses to them are done).
@@ -2579,7 +2638,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       // (A loop over all four stages, with the attention inside it, runs out of registers and spills: v14, run 63b.)
       // Heads of 2…o_merge chunks (query groups of 2) are merged by the O blocks as they gather their input, here,
       // outside the loop below: inside it, the gather's batch of loads spilled (NOTES.md v19).
-      const bool o_merged = G == 2 && chunks > 1 && chunks <= a.o_merge && !skips_stage(kO, b.attn_skip);
+      const bool o_merged =
+          G == 2 && kPath != kPathStaged && chunks > 1 && chunks <= a.o_merge && !skips_stage(kO, b.attn_skip);
       if (o_merged && !stage_merge_input(a, b, static_cast<uint8_t*>(a.workspace) + lay.omerge +
                                                    lay.omerge_layer * layer,
                                          chunks, static_cast<int>(d.q_heads)))
@@ -2632,22 +2692,63 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
 using DecodeKernel = void (*)(MegakernelArgs);
 
 /**
- * The kernel for a model's query group (1 to 4: the plan refuses others), the steps' draw, and (argmax steps) whether
- * the LM head is screened.
+ * The kernel for a model's query group (1 to 4: the plan refuses others), the steps' draw, (argmax steps) whether
+ * the LM head is screened, and the attention path (groups of 2 only: the others attend by chunks alone).
  */
-template <int G>
+template <int G, int kPath>
 DecodeKernel decode_kernel_of(bool sample, bool screen) {
-  if (sample) return screen ? qwen3_decode_kernel<true, G, true> : qwen3_decode_kernel<true, G>;
-  return screen ? qwen3_decode_kernel<false, G, true> : qwen3_decode_kernel<false, G>;
+  if (sample) return screen ? qwen3_decode_kernel<true, G, true, kPath> : qwen3_decode_kernel<true, G, false, kPath>;
+  return screen ? qwen3_decode_kernel<false, G, true, kPath> : qwen3_decode_kernel<false, G, false, kPath>;
 }
 
-DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen = false) {
+DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen, int path) {
   switch (d.q_heads / d.kv_heads) {
-    case 1: return decode_kernel_of<1>(sample, screen);
-    case 2: return decode_kernel_of<2>(sample, screen);
-    case 3: return decode_kernel_of<3>(sample, screen);
-    default: return decode_kernel_of<4>(sample, screen);
+    case 1: return decode_kernel_of<1, kPathBoth>(sample, screen);
+    case 2:
+      return path == kPathStaged ? decode_kernel_of<2, kPathStaged>(sample, screen)
+                                 : decode_kernel_of<2, kPathBoth>(sample, screen);
+    case 3: return decode_kernel_of<3, kPathBoth>(sample, screen);
+    default: return decode_kernel_of<4, kPathBoth>(sample, screen);
   }
+}
+
+#ifdef QK_MEGAKERNEL_PAD_SEARCH
+// A build for the placement search (QK_MEGAKERNEL_PAD_SEARCH=1 in the build's environment; NOTES.md v32): the greedy
+// screened staged kernel of query groups of 2 with each padding below; QK_MEGAKERNEL_PAD=N (read at each launch) runs
+// the one with N instructions where a launch runs the staged kernel.
+constexpr int kPadSearch[] = {0,   128,  256,  384,  512,  640,  736,  768, 896,
+                               1024, 1152, 1280, 1408, 1536, 1664, 1792, 1920};
+constexpr int kPadSearchCount = static_cast<int>(sizeof(kPadSearch) / sizeof(kPadSearch[0]));
+
+template <int kPath, int... I>
+void pad_kernels_of(DecodeKernel* out, std::integer_sequence<int, I...>) {
+  ((out[I] = qwen3_decode_kernel<false, 2, true, kPath, kPadSearch[I]>), ...);
+}
+
+/** Every kernel of the search. */
+void pad_kernels(DecodeKernel* out) {
+  pad_kernels_of<kPathStaged>(out, std::make_integer_sequence<int, kPadSearchCount>{});
+}
+
+/** The search's kernel for QK_MEGAKERNEL_PAD, or nullptr where it is unset or no padding of the search. */
+DecodeKernel pad_kernel(int path, bool sample, bool screen) {
+  const char* v = std::getenv("QK_MEGAKERNEL_PAD");
+  if (v == nullptr || sample || !screen || path != kPathStaged) return nullptr;
+  const int pad = std::atoi(v);
+  DecodeKernel all[kPadSearchCount];
+  pad_kernels(all);
+  for (int i = 0; i < kPadSearchCount; i++)
+    if (kPadSearch[i] == pad) return all[i];
+  return nullptr;
+}
+#endif
+
+/** The path a launch's kernel is compiled with: the staged attention alone where every step takes it, else both. */
+int launch_path(const MegakernelArgs& args) {
+  return args.path_kernels != 0 && args.position >= 0 && args.dims.q_heads == 2 * args.dims.kv_heads &&
+                 path_serves<kPathStaged>(args, args.position, args.steps)
+             ? kPathStaged
+             : kPathBoth;
 }
 
 }  // namespace
@@ -2696,8 +2797,19 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   int per_sm = 1;
-  const DecodeKernel kernels[] = {decode_kernel(d, false), decode_kernel(d, true), decode_kernel(d, false, true),
-                                  decode_kernel(d, true, true)};
+  // (every kernel of the group: a launch may run any; groups other than 2 have one path, listed twice)
+  DecodeKernel kernels[8];
+  for (int k = 0; k < 8; k++) kernels[k] = decode_kernel(d, (k & 1) != 0, (k & 2) != 0, k >> 2);
+#ifdef QK_MEGAKERNEL_PAD_SEARCH
+  DecodeKernel search[kPadSearchCount];
+  pad_kernels(search);
+  for (const DecodeKernel kernel : search) {  // (the search's kernels take the same cap as the others)
+    cudaFuncAttributes attr{};
+    QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            optin - static_cast<int>(attr.sharedSizeBytes)));
+  }
+#endif
   int min_cap = optin;
   for (const DecodeKernel kernel : kernels) {
     cudaFuncAttributes attr{};
@@ -2772,6 +2884,8 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   return cudaSuccess;
 }
 
+int megakernel_launch_path(const MegakernelArgs& args) { return launch_path(args); }
+
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream) {
   const bool long_ring = args.slots == plan.slots && args.slot_bytes == static_cast<int64_t>(plan.slot_bytes);
   const bool short_ring = plan.short_until > 0 && args.slots == plan.short_slots &&
@@ -2810,8 +2924,15 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   config.stream = stream;
   MegakernelArgs launch = args;
   launch.layout = workspace_layout(args.dims, plan.grid, plan.max_chunks);
-  const cudaError_t launched =
-      cudaLaunchKernelEx(&config, decode_kernel(args.dims, args.top_k > 0, args.lm_screen != nullptr), launch);
+  const int path = launch_path(args);
+  DecodeKernel kernel = decode_kernel(args.dims, args.top_k > 0, args.lm_screen != nullptr, path);
+#ifdef QK_MEGAKERNEL_PAD_SEARCH
+  if (path != kPathBoth) {
+    const DecodeKernel padded = pad_kernel(path, args.top_k > 0, args.lm_screen != nullptr);
+    if (padded != nullptr) kernel = padded;
+  }
+#endif
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, launch);
   const cudaError_t last = cudaGetLastError();
   return launched != cudaSuccess ? launched : last;
 }

@@ -167,6 +167,12 @@ struct MegakernelArgs {
   int staged_hf = 1;                 // 1: the staged attention rounds its scores and weights as HF's eager bf16
                                      // attention does; 2: the same with __fdiv_rn (v28's division: the same bits,
                                      // slower; a check); 0: fp32 scores, unnormalised bf16 weights (flash-style)
+  // 1 (the default): a launch whose steps all take the staged attention runs a kernel compiled without the attention
+  // by chunks (a third less code; NOTES.md v32); 0: every launch runs the kernel with both (a knob). `position` must
+  // then be the state's: the staged kernel fails a launch with a step it cannot attend (WrongPath).
+  int path_kernels = 1;
+  int position = -1;                 // the state's position where the caller knows it (−1: not known; then the
+                                     // kernel with both paths runs)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
                                      // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
@@ -224,6 +230,8 @@ enum class MegakernelError : int32_t {
   BadToken = 3,        // state[0] outside [0, vocab)
   NonFinite = 4,       // argmax: no finite logit among the ids below vocab_limit; sampling: a NaN or +inf logit
                        // among them, or all of them −inf
+  WrongPath = 5,       // the staged kernel (MegakernelArgs::path_kernels) found a step that is not staged: the
+                       // launch's position was not the state's
 };
 
 /**
@@ -239,6 +247,12 @@ cudaError_t megakernel_plan(const MegakernelDims& dims, MegakernelPlan* plan, co
  * megakernel_plan for the same dims.
  */
 cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& plan, cudaStream_t stream);
+
+/**
+ * The attention path of the kernel launch_megakernel runs for `args`: 1, the staged attention alone, where every step
+ * takes it (MegakernelArgs::path_kernels, a known position, query groups of 2), else 0, the kernel with both paths.
+ */
+int megakernel_launch_path(const MegakernelArgs& args);
 
 /**
  * Queues the build of the LM head's int8 screen (`vocab` rows of megakernel_screen_row_bytes(hidden) bytes at `out`,

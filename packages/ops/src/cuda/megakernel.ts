@@ -194,6 +194,7 @@ const ERRORS: Record<number, string> = {
   2: 'the position is outside the KV cache',
   3: 'the token id is outside the vocabulary',
   4: 'the logits are not usable: none is finite, or (sampling) one is NaN or +infinity (the weights or activations hold NaN or infinity)',
+  5: "the launch's position is not the one its state holds (the kernel for staged steps found a step that is not staged)",
 };
 
 /**
