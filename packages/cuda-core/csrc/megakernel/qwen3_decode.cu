@@ -2236,7 +2236,8 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
  * The attention paths a kernel is compiled with (MegakernelArgs::path_kernels): both, decided per step, or the staged
  * attention alone, without the attention by chunks and the O blocks' merge: a third less code, 70 fewer registers,
  * and 5-8 µs per token faster at positions 128-383 (NOTES.md v32, runs 81a, 81b, 81e). (A kernel of the chunks alone
- * measured 8-15 µs slower than the one with both at positions 512-1279, at every placement tried: run 81b.)
+ * measured 10-11 µs slower than the one with both at positions 512-1279, run 81a, and slower at every placement
+ * tried, run 81b.)
  */
 enum AttnPath : int { kPathBoth = 0, kPathStaged = 1 };
 
@@ -2538,7 +2539,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     return;  // every block reads the same state: all return
   }
   if (!path_serves<kPath>(a, pos0, a.steps)) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::WrongPath);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::WrongPath);
     return;  // (as above)
   }
   if (threadIdx.x == 0) {
