@@ -5,8 +5,8 @@ Build a cubin with line info first, from packages/cuda-core/csrc:
   nvcc -O3 -DNDEBUG -arch=sm_90a --expt-relaxed-constexpr -lineinfo -std=c++17 -isystem=/usr/local/cuda/include \
        -cubin -o /tmp/k.cubin megakernel/qwen3_decode.cu
 Then: code_size.py /tmp/k.cubin megakernel/qwen3_decode.cu [KERNEL]
-KERNEL (default Lb0ELi2ELb1E: argmax, query groups of 2, screened LM head, the kernel the benchmarks run) is matched
-against the kernels' mangled names. The per-function bytes come from the line table (readelf
+KERNEL (default Lb0ELi2ELb1ELi0E: argmax, query groups of 2, screened LM head, both attention paths: the kernel v31's
+benchmarks ran; since v32, Lb0ELi2ELb1ELi1E is the staged kernel) is matched against the kernels' mangled names. The per-function bytes come from the line table (readelf
 --debug-dump=decodedline): each address range is charged to the innermost source line it maps to, so inlined helpers
 are counted where they are defined (dot8, bf2_lo, ...), and the lines of other files by file name.
 """
@@ -53,9 +53,19 @@ def functions(src):
     return starts
 
 
+def function_at(starts, line):
+    """The function of `starts` (functions()' list) that source line `line` lies in, or '?'."""
+    name = '?'
+    for s, n in starts:
+        if s > line:
+            break
+        name = n
+    return name
+
+
 def main():
     cubin, src = sys.argv[1], sys.argv[2]
-    want = sys.argv[3] if len(sys.argv) > 3 else 'Lb0ELi2ELb1E'
+    want = sys.argv[3] if len(sys.argv) > 3 else 'Lb0ELi2ELb1ELi0E'
     sizes = text_sizes(cubin)
     for name, size in sorted(sizes.items(), key=lambda kv: kv[1]):
         print(f'{size:8d} {name}')
@@ -75,12 +85,7 @@ def main():
     base = src.split('/')[-1]
 
     def fn(line):
-        name = '?'
-        for s, n in starts:
-            if s > line:
-                break
-            name = n
-        return name
+        return function_at(starts, line)
 
     per = collections.Counter()
     seq = seqs[0]

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'megakernel-v31'))
-from code_size import functions  # noqa: E402
+from code_size import function_at, functions  # noqa: E402
 
 
 def old_header(cubin):
@@ -41,12 +41,7 @@ def parse(sass, want, src):
     base = os.path.basename(src)
 
     def fn(line):
-        name = '?'
-        for s, n in starts:
-            if s > line:
-                break
-            name = n
-        return name
+        return function_at(starts, line)
 
     ins, labels, chain, fresh, pending, inside = [], {}, [], [], [], False
     for line in sass.split('\n'):
