@@ -6,9 +6,10 @@ Build a cubin with line info first, from packages/cuda-core/csrc:
        -cubin -o /tmp/k.cubin megakernel/qwen3_decode.cu
 Then: code_size.py /tmp/k.cubin megakernel/qwen3_decode.cu [KERNEL]
 KERNEL (default Lb0ELi2ELb1ELi0E: argmax, query groups of 2, screened LM head, both attention paths: the kernel v31's
-benchmarks ran; since v32, Lb0ELi2ELb1ELi1E is the staged kernel) is matched against the kernels' mangled names. The per-function bytes come from the line table (readelf
---debug-dump=decodedline): each address range is charged to the innermost source line it maps to, so inlined helpers
-are counted where they are defined (dot8, bf2_lo, ...), and the lines of other files by file name.
+benchmarks ran; since v32, Lb0ELi2ELb1ELi1E is the staged kernel) is matched against the kernels' mangled names. The
+per-function bytes come from the line table (readelf --debug-dump=decodedline): each address range is charged to the
+innermost source line it maps to, so inlined helpers are counted where they are defined (dot8, bf2_lo, ...), and the
+lines of other files by file name.
 """
 import collections
 import re
