@@ -2799,19 +2799,15 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   int per_sm = 1;
-  // (every kernel of the group: a launch may run any; groups other than 2 have one path, listed twice)
-  DecodeKernel kernels[8];
-  for (int k = 0; k < 8; k++) kernels[k] = decode_kernel(d, (k & 1) != 0, (k & 2) != 0, k >> 2);
+  // (every kernel of the group: a launch may run any; groups other than 2 have one path, listed twice; then, in a
+  // placement-search build, the search's kernels)
 #ifdef QK_MEGAKERNEL_PAD_SEARCH
-  DecodeKernel search[kPadSearchCount];
-  pad_kernels(search);
-  for (const DecodeKernel kernel : search) {  // (the search's kernels take the same cap as the others)
-    cudaFuncAttributes attr{};
-    QK_RETURN_IF_ERROR(cudaFuncGetAttributes(&attr, kernel));
-    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            optin - static_cast<int>(attr.sharedSizeBytes)));
-  }
+  DecodeKernel kernels[8 + kPadSearchCount];
+  pad_kernels(kernels + 8);
+#else
+  DecodeKernel kernels[8];
 #endif
+  for (int k = 0; k < 8; k++) kernels[k] = decode_kernel(d, (k & 1) != 0, (k & 2) != 0, k >> 2);
   int min_cap = optin;
   for (const DecodeKernel kernel : kernels) {
     cudaFuncAttributes attr{};
