@@ -32,8 +32,9 @@
 //      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
 //      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), steps of 57-384 keys attend with
 //      one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
-//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29. A launch whose steps all attend so runs a kernel
-//      compiled without the attention by chunks: a third less code, 5-8 µs per token faster; AttnPath, v32.)
+//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29; each warp takes its key tiles from the scores to
+//      its share of the output, v33. A launch whose steps all attend so runs a kernel compiled without the attention
+//      by chunks: a third less code, 5-8 µs per token faster; AttnPath, v32.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -99,7 +100,7 @@ constexpr int kStageKeys = 28;
 // of the layers) before it waits for q/k/v, then attends on the tensor cores.
 // A row takes kStagedRow bytes: 256 and 16 of padding, so that the eight rows of an ldmatrix fall on different banks.
 constexpr int kStagedRow = static_cast<int>(kMegakernelStagedRowBytes);
-constexpr int kStagedMaxKeys = kMegakernelStagedMaxKeys;  // (the scores' scratch; a multiple of the 16-key tiles)
+constexpr int kStagedMaxKeys = kMegakernelStagedMaxKeys;  // (the weights' scratch; a multiple of the 16-key tiles)
 static_assert(kStagedMaxKeys % 16 == 0 && kStagedRow == kD * 2 + 16);
 // Heads of up to kFlagMergeMax chunks are merged by chunk 0's block from flagged records as they land, kFlagMergeChunks
 // chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (NOTES.md
@@ -206,11 +207,14 @@ constexpr int kAttnStageElems = (kMaxG + 2) * kD;
 static_assert(kFlagMergeMax * 2 * (kD + 2) * 4 <= kAttnScratchFloats * 4 + kAttnStageElems * 2,
               "the records of a spread merge (G ≤ 2) fit the attention scratch and the staged q/k/v");
 
-// The staged attention's scratch (floats, in the attention scratch): q (bf16) [2][128], the scores [2][256], the
-// weights of key pairs [16][2][8], the warps' maxes and sums [7][2] each, the output [2][128] and its divisor per head.
-constexpr int kStagedQ = 0, kStagedS = kStagedQ + kD, kStagedP = kStagedS + 2 * kStagedMaxKeys;
+// The staged attention's scratch (floats, in the attention scratch): q (bf16) [2][128], the weights of key pairs
+// [tiles][2][8], the warps' maxes and sums [7][2] each, the warps' partial outputs [7][2][128].
+constexpr int kStagedQ = 0, kStagedP = kStagedQ + kD;
 constexpr int kStagedMax = kStagedP + kStagedMaxKeys, kStagedSum = kStagedMax + 2 * kConsumerWarps;
-constexpr int kStagedOut = kStagedSum + 2 * kConsumerWarps, kStagedEnd = kStagedOut + 2 * kD + 2;
+constexpr int kStagedPart = kStagedSum + 2 * kConsumerWarps, kStagedEnd = kStagedPart + kConsumerWarps * 2 * kD;
+static_assert(kStagedPart % 2 == 0, "the partial outputs are read as float2");
+// Key tiles per warp in the staged attention, at most.
+constexpr int kStagedTilesPerWarp = (kStagedMaxKeys / 16 + kConsumerWarps - 1) / kConsumerWarps;
 static_assert(kStagedEnd <= kAttnScratchFloats, "the staged attention's scratch fits the attention scratch");
 
 __host__ __device__ inline size_t union_bytes(const MegakernelDims& d) {
@@ -1600,14 +1604,18 @@ __device__ __forceinline__ float ex2_approx(float x) {
  *
  * 1. Before the wait for q/k/v, the block copies the head's cached rows (all but the new one) into shared memory past
  *    its ring: one bulk copy per key row and per value row, completing on one mbarrier.
- * 2. Scores, in 16-key tiles spread over the warps: Sᵀ (16 keys × 8 columns) = K (16 keys × 16 dims, ldmatrix) · qᵀ
- *    (16 dims × 8: the two queries in columns 0-1, zeros beside), two tiles at a time (four accumulator chains). The
- *    scores go to the scratch in the log2 domain, with each warp's max per query.
- * 3. After a barrier, warp w turns the scores of tiles w, w + 7, … into weights 2^(s − the block's max) in bf16 pairs
- *    (lanes: query lane >> 3 & 1, key pair lane & 7, lanes 16-31 the next tile), with its sums per query.
- * 4. After a second barrier, warp w computes output dims [16w, 16w + 16) (warp 0 also [112, 128)) as Vᵀ (16 dims ×
- *    16 keys, ldmatrix.trans) · Pᵀ (16 keys × 8: the weights in columns 0-1), four key tiles at a time.
- * The weights are rounded to bf16 for the MMA; the sum that divides the output is of the unrounded weights.
+ * 2. Warp w takes key tiles w, w + 7, w + 14, w + 21 from end to end. Scores: Sᵀ (16 keys × 8 columns) = K (16 keys
+ *    × 16 dims, ldmatrix) · qᵀ (16 dims × 8: column c holds query (c >> 1) & 1), all of the warp's tiles at once (two
+ *    accumulator chains each), in the log2 domain; each lane keeps one score per tile (the max per query after a
+ *    barrier).
+ * 3. Weights 2^(s − max) in fp32 (the sum per query after a second barrier), rounded to bf16 into the warp's own
+ *    B operands.
+ * 4. The warp's part of the output, Vᵀ (16 dims × 16 keys, ldmatrix.trans) · Pᵀ (16 keys × 8) for all eight dim
+ *    tiles over its own key tiles: chains of at most four MMAs. After a third barrier the warps' parts are added in
+ *    warp order and published.
+ * The weights are rounded to bf16 for the MMA; the sum that divides them (or the output) is of the unrounded weights.
+ * (NOTES.md v33: v28-v32 split the keys over the warps for the scores only and the output's dims for Vᵀ·Pᵀ, with
+ * four or five barriers and warp 0 taking two dim tiles.)
  */
 __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer,
                                               int g, int pos, int ev, unsigned parity) {
@@ -1624,11 +1632,11 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   uint64_t* const bar = misc_barrier(b, kStagedBarrier);
   float* const sc = b.scratch;
   const bf16* const qh = reinterpret_cast<const bf16*>(sc + kStagedQ);
-  float* const ss = sc + kStagedS;                              // [2][kStagedMaxKeys] scores
   unsigned* const pw = reinterpret_cast<unsigned*>(sc + kStagedP);  // [tile][2][8] bf16 pairs of weights
-  float* const wmx = sc + kStagedMax;                           // [warps][2]
-  float* const wsum = sc + kStagedSum;                          // [warps][2]
-  float* const out = sc + kStagedOut;                           // [2][128], then the divisor per head
+  bf16* const pwh = reinterpret_cast<bf16*>(pw);                    // (the same, [tile][2][16])
+  float* const wmx = sc + kStagedMax;                               // [warps][2]
+  float* const wsum = sc + kStagedSum;                              // [warps][2]
+  float* const part = sc + kStagedPart;                             // [warps][2][128] the warps' outputs
 
   if (!attention_inputs<G, true>(
           a, b, layer, g, true, pos, ev, reinterpret_cast<bf16*>(krows + static_cast<size_t>(pos) * kStagedRow),
@@ -1665,162 +1673,143 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   if (!block_ok(b, mbar_wait(b, bar, parity))) return false;
   if ((a.debug & 64) == 0) stamp(a, ev + 2);
 
-  // 2. Scores.
-  const bool col = gq < G;  // this lane's B column is a query
-  const int hq = gq & 1;
+  // 2.-4. Warp w owns key tiles w, w + 7, w + 14, w + 21 (fewer where the keys end) from the scores to the weighted
+  // sum of their value rows; the block meets only for the max, the sum and the warps' partial outputs (NOTES.md v33).
+  // The MMAs' B columns repeat the two queries (column c holds query (c >> 1) & 1), so lane (gq, t) of a tile's D
+  // holds query t & 1 of key gq (c0, c1) and of key gq + 8 (c2, c3); lane t keeps one of them up to the weights: key
+  // 16·tile + gq + 8·(t >> 1) of query t & 1.
+  const int hq = (gq >> 1) & 1, mq = t & 1, mk = gq + 8 * (t >> 1);
+  const bool upper = (t & 2) != 0;
   unsigned qb[8][2];
 #pragma unroll
   for (int k = 0; k < 8; k++) {
-    const unsigned x0 = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 2 * t);
-    const unsigned x1 = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 8 + 2 * t);
-    qb[k][0] = col ? x0 : 0u;
-    qb[k][1] = col ? x1 : 0u;
+    qb[k][0] = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 2 * t);
+    qb[k][1] = *reinterpret_cast<const unsigned*>(qh + hq * kD + 16 * k + 8 + 2 * t);
   }
   // The scores in the log2 domain. a.staged_hf: rounded as HF's eager bf16 attention rounds them (q·kᵀ to bf16, then
   // · head_dim^-0.5 to bf16); otherwise the fp32 dot product, scaled.
   // (a.staged_hf 2: HF's roundings with __fdiv_rn itself, v28's division: the same bits as 1, slower.)
   const bool hf = a.staged_hf != 0, fdiv = a.staged_hf == 2;
   const float inv_sqrt_d = rsqrtf(static_cast<float>(kD)), scale = inv_sqrt_d * kLog2e;
-  const auto score = [&](float v) { return hf ? round_bf(round_bf(v) * inv_sqrt_d) * kLog2e : v * scale; };
-  float wmax0 = -INFINITY, wmax1 = -INFINITY;
-  const unsigned kbase = smem_addr(krows) + ((lane & 15) * kStagedRow + (lane >> 4) * 16);
-  for (int ta = warp; ta < tiles; ta += 2 * kConsumerWarps) {
-    const int tb = ta + kConsumerWarps < tiles ? ta + kConsumerWarps : ta;  // (tile a again when there is no b)
-    float c[4][4] = {};
-    const unsigned ra = kbase + ta * 16 * kStagedRow, rb = kbase + tb * 16 * kStagedRow;
+  const int mine = (tiles - warp + kConsumerWarps - 1) / kConsumerWarps;  // this warp's tiles (0-4)
+  float s[kStagedTilesPerWarp];
+  {
+    float c[kStagedTilesPerWarp][2][4] = {};
+    const unsigned kbase = smem_addr(krows) + ((lane & 15) * kStagedRow + (lane >> 4) * 16);
 #pragma unroll
     for (int k = 0; k < 8; k += 2) {
-      unsigned f[4][4];
-      ldmatrix_x4(f[0], ra + k * 32);
-      ldmatrix_x4(f[1], ra + (k + 1) * 32);
-      ldmatrix_x4(f[2], rb + k * 32);
-      ldmatrix_x4(f[3], rb + (k + 1) * 32);
-      mma16816<bf16>(c[0], f[0], qb[k][0], qb[k][1]);
-      mma16816<bf16>(c[1], f[1], qb[k + 1][0], qb[k + 1][1]);
-      mma16816<bf16>(c[2], f[2], qb[k][0], qb[k][1]);
-      mma16816<bf16>(c[3], f[3], qb[k + 1][0], qb[k + 1][1]);
-    }
-    // D: c0/c1 = key 16·tile + gq, columns 2t and 2t + 1; c2/c3 = key + 8. Lanes t = 0 hold the two queries.
 #pragma unroll
-    for (int u = 0; u < 2; u++) {
-      if (u == 1 && tb == ta) break;
-      const int k0 = (u == 0 ? ta : tb) * 16 + gq, k1 = k0 + 8;
-      const float* x = c[2 * u];
-      const float* y = c[2 * u + 1];
-      if (t == 0) {
-        const float s00 = k0 < n ? score(x[0] + y[0]) : -INFINITY;
-        const float s01 = k0 < n ? score(x[1] + y[1]) : -INFINITY;
-        const float s10 = k1 < n ? score(x[2] + y[2]) : -INFINITY;
-        const float s11 = k1 < n ? score(x[3] + y[3]) : -INFINITY;
-        ss[k0] = s00;
-        ss[kStagedMaxKeys + k0] = s01;
-        ss[k1] = s10;
-        ss[kStagedMaxKeys + k1] = s11;
-        wmax0 = fmaxf(wmax0, fmaxf(s00, s10));
-        wmax1 = fmaxf(wmax1, fmaxf(s01, s11));
+      for (int i = 0; i < kStagedTilesPerWarp; i++) {
+        if (i < mine) {
+          const unsigned r = kbase + (warp + kConsumerWarps * i) * 16 * kStagedRow + k * 32;
+          unsigned f0[4], f1[4];
+          ldmatrix_x4(f0, r);
+          ldmatrix_x4(f1, r + 32);
+          mma16816<bf16>(c[i][0], f0, qb[k][0], qb[k][1]);
+          mma16816<bf16>(c[i][1], f1, qb[k + 1][0], qb[k + 1][1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kStagedTilesPerWarp; i++) {
+      const float* x = c[i][0];
+      const float* y = c[i][1];
+      const float v = upper ? x[2] + y[2] : x[0] + y[0];
+      const float sc = hf ? round_bf(round_bf(v) * inv_sqrt_d) * kLog2e : v * scale;
+      s[i] = i < mine && 16 * (warp + kConsumerWarps * i) + mk < n ? sc : -INFINITY;
+    }
+  }
+  // The max per query: over this lane's keys, then the lanes of its query (t of the same parity), then the warps.
+  float m = s[0];
+#pragma unroll
+  for (int i = 1; i < kStagedTilesPerWarp; i++) m = fmaxf(m, s[i]);
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+  if (lane < 2) wmx[warp * 2 + lane] = m;
+  consumer_sync();
+  m = wmx[mq];
+#pragma unroll
+  for (int w = 1; w < kConsumerWarps; w++) m = fmaxf(m, wmx[w * 2 + mq]);
+  // The weights 2^(s − max) (0 past the keys) and their sum per query, in fp32. With a.staged_hf, as HF's softmax
+  // rounds them: divided by the sum after a barrier, then rounded to bf16; otherwise (flash-style) rounded
+  // unnormalised, and the output is divided by the sum instead.
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kStagedTilesPerWarp; i++) {
+    s[i] = hf ? exp2f(s[i] - m) : ex2_approx(s[i] - m);
+    sum += s[i];
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (lane < 2) wsum[warp * 2 + lane] = sum;
+  if (hf) {
+    consumer_sync();
+    float l = wsum[mq];
+#pragma unroll
+    for (int w = 1; w < kConsumerWarps; w++) l += wsum[w * 2 + mq];
+    const float r = weight_rcp(l);
+#pragma unroll
+    for (int i = 0; i < kStagedTilesPerWarp; i++)
+      if (i < mine) s[i] = fdiv ? __fdiv_rn(s[i], l) : weight_div_by(s[i], l, r);
+  }
+  // This warp's weights as the B operand of its tiles' MMAs: bf16 [tile][query][16 keys], so that the pair of keys
+  // 2t, 2t + 1 of a query is one word.
+#pragma unroll
+  for (int i = 0; i < kStagedTilesPerWarp; i++)
+    if (i < mine) pwh[((warp + kConsumerWarps * i) * 2 + mq) * 16 + mk] = __float2bfloat16_rn(s[i]);
+  __syncwarp();
+
+  // Vᵀ·Pᵀ over this warp's tiles, for all eight dim tiles: dim tile u's chain takes one MMA per tile.
+  float o[8][4] = {};
+  const int vrow = (lane & 7) + ((lane >> 4) << 3), vcol = ((lane >> 3) & 1) * 16;
+  const unsigned vbase = smem_addr(vrows) + vrow * kStagedRow + vcol;
+#pragma unroll
+  for (int i = 0; i < kStagedTilesPerWarp; i++) {
+    if (i < mine) {
+      const int j = warp + kConsumerWarps * i;
+      const unsigned w0 = pw[(j * 2 + hq) * 8 + t], w1 = pw[(j * 2 + hq) * 8 + t + 4];
+#pragma unroll
+      for (int u = 0; u < 8; u++) {
+        unsigned f[4];
+        ldmatrix_x4_trans(f, vbase + j * 16 * kStagedRow + u * 32);
+        mma16816<bf16>(o[u], f, w0, w1);
       }
     }
   }
-  wmax0 = warp_max(wmax0);
-  wmax1 = warp_max(wmax1);
-  if (lane == 0) {
-    wmx[warp * 2] = wmax0;
-    wmx[warp * 2 + 1] = wmax1;
+  // D of dim tile u: c0 (= c1) = dim 16u + gq of query t & 1, c2 (= c3) = dim + 8; lanes t and t ^ 2 hold the same,
+  // so lane t stores the odd or the even dim tiles (t >> 1) of this warp's partial output.
+#pragma unroll
+  for (int u = 0; u < 8; u++) {
+    if ((u & 1) == (t >> 1)) {
+      float* p = part + (warp * 2 + mq) * kD + 16 * u + gq;
+      p[0] = o[u][0];
+      p[8] = o[u][2];
+    }
   }
   consumer_sync();
-
-  // 3. Weights, 2^(s − max) in bf16 pairs for the MMAs: warp w those of tiles w, w + 7, … With a.staged_hf, as HF's
-  // softmax rounds them: in fp32 (exp2f, kept in place of the scores), divided by their sum after a barrier, then
-  // rounded to bf16. Otherwise (flash-style) rounded unnormalised, and the output is divided by their sum instead.
-  // (Run 77g: every warp summing all the weights itself, with ex2.approx and a reciprocal, saved no time and took the
-  // HF agreement to 98.9%. NOTES.md v29, run 78a: the warps' sums merged at the max's barrier, so that one barrier
-  // fewer, saved no time either.)
-  const int ph = (lane >> 3) & 1, pq = lane & 7;
-  {
-    float mh = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kConsumerWarps; w++) mh = fmaxf(mh, wmx[w * 2 + ph]);
-    float sum = 0.f;
-    for (int j = warp + kConsumerWarps * (lane >> 4); j < tiles; j += 2 * kConsumerWarps) {
-      float2* sv = reinterpret_cast<float2*>(ss + ph * kStagedMaxKeys + 16 * j + 2 * pq);
-      const float2 x = *sv;
-      const float p0 = hf ? exp2f(x.x - mh) : ex2_approx(x.x - mh), p1 = hf ? exp2f(x.y - mh) : ex2_approx(x.y - mh);
-      sum += p0 + p1;
-      if (hf)
-        *sv = make_float2(p0, p1);
-      else
-        pw[(j * 2 + ph) * 8 + pq] = pack_bf2(p0, p1);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-    if ((lane & 23) == 0) wsum[warp * 2 + ph] = sum;  // lanes 0 and 8
-  }
-  consumer_sync();
-  if (hf) {
-    float l = 0.f;
-#pragma unroll
-    for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + ph];
-    for (int j = warp + kConsumerWarps * (lane >> 4); j < tiles; j += 2 * kConsumerWarps) {
-      const float2 x = *reinterpret_cast<const float2*>(ss + ph * kStagedMaxKeys + 16 * j + 2 * pq);
-      pw[(j * 2 + ph) * 8 + pq] = fdiv ? pack_bf2(__fdiv_rn(x.x, l), __fdiv_rn(x.y, l))
-                                       : pack_bf2(weight_div(x.x, l), weight_div(x.y, l));
-    }
-    consumer_sync();
-  }
-
-  // 4. Vᵀ·Pᵀ.
-  const bool two = warp == 0;
-  float o[4][4] = {}, o7[2][4] = {};
-  const int vrow = (lane & 7) + ((lane >> 4) << 3), vcol = ((lane >> 3) & 1) * 16;
-  const unsigned vbase = smem_addr(vrows) + vrow * kStagedRow + vcol;
-  for (int j0 = 0; j0 < tiles; j0 += 4) {
-    unsigned bw[4][2], f[4][4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-      const int j = min(j0 + u, tiles - 1);
-      const bool real = col && j0 + u < tiles;
-      const unsigned w0 = pw[(j * 2 + hq) * 8 + t], w1 = pw[(j * 2 + hq) * 8 + t + 4];
-      bw[u][0] = real ? w0 : 0u;
-      bw[u][1] = real ? w1 : 0u;
-      ldmatrix_x4_trans(f[u], vbase + j * 16 * kStagedRow + warp * 32);
-    }
-#pragma unroll
-    for (int u = 0; u < 4; u++) mma16816<bf16>(o[u], f[u], bw[u][0], bw[u][1]);
-    if (two) {
-#pragma unroll
-      for (int u = 0; u < 4; u++) ldmatrix_x4_trans(f[u], vbase + min(j0 + u, tiles - 1) * 16 * kStagedRow + 7 * 32);
-#pragma unroll
-      for (int u = 0; u < 4; u++) mma16816<bf16>(o7[u & 1], f[u], bw[u][0], bw[u][1]);
-    }
-  }
-  // D: c0/c1 = dim 16·mt + gq, columns (queries) 2t, 2t + 1; c2/c3 = dim + 8. Lanes t = 0 hold the two queries.
-  if (t == 0) {
-    const int d0 = 16 * warp + gq;
-    out[d0] = (o[0][0] + o[1][0]) + (o[2][0] + o[3][0]);
-    out[kD + d0] = (o[0][1] + o[1][1]) + (o[2][1] + o[3][1]);
-    out[d0 + 8] = (o[0][2] + o[1][2]) + (o[2][2] + o[3][2]);
-    out[kD + d0 + 8] = (o[0][3] + o[1][3]) + (o[2][3] + o[3][3]);
-    if (two) {
-      const int d1 = 16 * 7 + gq;
-      out[d1] = o7[0][0] + o7[1][0];
-      out[kD + d1] = o7[0][1] + o7[1][1];
-      out[d1 + 8] = o7[0][2] + o7[1][2];
-      out[kD + d1 + 8] = o7[0][3] + o7[1][3];
-    }
-  }
-  if (!hf && warp == 1 && lane < G) {  // (flash-style: the divisor of the output)
-    float l = 0.f;
-#pragma unroll
-    for (int w = 0; w < kConsumerWarps; w++) l += wsum[w * 2 + lane];
-    out[2 * kD + lane] = l;
-  }
-  consumer_sync();
+  // The warps' partial outputs added in warp order, normalised (flash-style) and published.
   void* attn = static_cast<uint8_t*>(stage_output(a, lay, layer, kAttention)) + static_cast<size_t>(g) * G * kD * 4;
   for (int o2 = 2 * tid; o2 < G * kD; o2 += 2 * kConsumers) {
-    const float lh = hf ? 1.f : out[2 * kD + o2 / kD];  // (the HF weights are normalised already)
-    flag_store(attn, o2 / 2, pack_bf2(out[o2] / lh, out[o2 + 1] / lh), b.epoch);
+    float2 v = *reinterpret_cast<const float2*>(part + o2);
+#pragma unroll
+    for (int w = 1; w < kConsumerWarps; w++) {
+      const float2 y = *reinterpret_cast<const float2*>(part + w * 2 * kD + o2);
+      v.x += y.x;
+      v.y += y.y;
+    }
+    if (!hf) {  // (the HF weights are normalised already)
+      const int q = o2 / kD;
+      float l = wsum[q];
+#pragma unroll
+      for (int w = 1; w < kConsumerWarps; w++) l += wsum[w * 2 + q];
+      v.x /= l;
+      v.y /= l;
+    }
+    flag_store(attn, o2 / 2, pack_bf2(v.x, v.y), b.epoch);
   }
   return true;
 }
@@ -2228,7 +2217,7 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
     }
     flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
-  placement_pad<kPad>(a, b);  // (runs 61n, 62i, 62j, 63d, 64e: 736 in the kernel with both paths)
+  placement_pad<kPad>(a, b);  // (placement_of: 1,280 or 736 in the kernels with both paths, NOTES.md v33)
   return true;
 }
 
@@ -2242,20 +2231,23 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
 enum AttnPath : int { kPathBoth = 0, kPathStaged = 1 };
 
 /**
- * The placement padding (placement_pad: instructions after the attention) of a kernel of path `kPath` and `kPad`: kPad
- * where it is not -1 (the default), else 736 after the attention by chunks in the kernel with both paths, and none in
- * the staged kernel (paddings of 0-1,920 instructions measured within the machines' spread there: run 81b).
+ * The placement padding (placement_pad: instructions after the attention) of a kernel of query groups of G, path
+ * `kPath` and `kPad`: kPad where it is not -1 (the default), else in the kernels with both paths 1,280 after the
+ * attention by chunks for query groups of 2 (run 82b's search over 0-1,920 at positions 512 and 1024 of Qwen3-0.6B:
+ * 621-622 µs per token at 1024, 617-644 across the paddings; v12-v32 had 736 there) and 736 for the others (measured
+ * in v12-v15, unchanged), and none in the staged kernel (paddings of 0-1,920 instructions measured within the
+ * machines' spread there: runs 81b, 82b).
  */
-template <int kPath, int kPad>
+template <int G, int kPath, int kPad>
 constexpr int placement_of() {
-  return kPad >= 0 ? kPad : kPath == kPathBoth ? 736 : 0;
+  return kPad >= 0 ? kPad : kPath == kPathBoth ? (G == 2 ? 1280 : 736) : 0;
 }
 
 /** The attention of a step at `pos`: staged (query groups of 2, staged_step) or by chunks (attend_chunked). */
 template <int G, bool kStage, int kPath, int kPad>
 __device__ __forceinline__ bool attend(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer, int g,
                                       int c, int chunks, int p0, int p1, int pos, int ev, unsigned staged_parity) {
-  constexpr int kInstructions = placement_of<kPath, kPad>();
+  constexpr int kInstructions = placement_of<G, kPath, kPad>();
   if constexpr (G == 2 && kPath == kPathStaged) {
     const bool ok = attend_staged(a, b, lay, layer, g, pos, ev, staged_parity);
     placement_pad<kInstructions>(a, b);
@@ -2715,10 +2707,11 @@ DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen, in
 }
 
 #ifdef QK_MEGAKERNEL_PAD_SEARCH
-// A build for the placement search (QK_MEGAKERNEL_PAD_SEARCH=1 in the build's environment; NOTES.md v32): the greedy
-// screened staged kernel of query groups of 2 with each padding below; QK_MEGAKERNEL_PAD=N (read at each launch) runs
-// the one with N instructions where a launch runs the staged kernel.
-constexpr int kPadSearch[] = {0,   128,  256,  384,  512,  640,  736,  768, 896,
+// A build for the placement search (QK_MEGAKERNEL_PAD_SEARCH=1 in the build's environment; NOTES.md v32, v33): the
+// greedy screened kernels of query groups of 2, of each path, with each padding below; QK_MEGAKERNEL_PAD=N (read at
+// each launch) runs the staged one with N instructions where a launch runs the staged kernel, QK_MEGAKERNEL_PAD_BOTH=N
+// the one with both paths where a launch runs that.
+constexpr int kPadSearch[] = {0,   128,  256,  384,  493,  512,  640,  736, 768, 896,
                                1024, 1152, 1280, 1408, 1536, 1664, 1792, 1920};
 constexpr int kPadSearchCount = static_cast<int>(sizeof(kPadSearch) / sizeof(kPadSearch[0]));
 
@@ -2727,20 +2720,21 @@ void pad_kernels_of(DecodeKernel* out, std::integer_sequence<int, I...>) {
   ((out[I] = qwen3_decode_kernel<false, 2, true, kPath, kPadSearch[I]>), ...);
 }
 
-/** Every kernel of the search. */
+/** Every kernel of the search: the staged ones, then those with both paths. */
 void pad_kernels(DecodeKernel* out) {
   pad_kernels_of<kPathStaged>(out, std::make_integer_sequence<int, kPadSearchCount>{});
+  pad_kernels_of<kPathBoth>(out + kPadSearchCount, std::make_integer_sequence<int, kPadSearchCount>{});
 }
 
-/** The search's kernel for QK_MEGAKERNEL_PAD, or nullptr where it is unset or no padding of the search. */
+/** The search's kernel for QK_MEGAKERNEL_PAD (_BOTH), or nullptr where it is unset or no padding of the search. */
 DecodeKernel pad_kernel(int path, bool sample, bool screen) {
-  const char* v = std::getenv("QK_MEGAKERNEL_PAD");
-  if (v == nullptr || sample || !screen || path != kPathStaged) return nullptr;
+  const char* v = std::getenv(path == kPathStaged ? "QK_MEGAKERNEL_PAD" : "QK_MEGAKERNEL_PAD_BOTH");
+  if (v == nullptr || sample || !screen) return nullptr;
   const int pad = std::atoi(v);
-  DecodeKernel all[kPadSearchCount];
+  DecodeKernel all[2 * kPadSearchCount];
   pad_kernels(all);
   for (int i = 0; i < kPadSearchCount; i++)
-    if (kPadSearch[i] == pad) return all[i];
+    if (kPadSearch[i] == pad) return all[(path == kPathStaged ? 0 : kPadSearchCount) + i];
   return nullptr;
 }
 #endif
@@ -2802,7 +2796,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   // (every kernel of the group: a launch may run any; groups other than 2 have one path, listed twice; then, in a
   // placement-search build, the search's kernels)
 #ifdef QK_MEGAKERNEL_PAD_SEARCH
-  DecodeKernel kernels[8 + kPadSearchCount];
+  DecodeKernel kernels[8 + 2 * kPadSearchCount];
   pad_kernels(kernels + 8);
 #else
   DecodeKernel kernels[8];
@@ -2925,7 +2919,7 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
   const int path = launch_path(args);
   DecodeKernel kernel = decode_kernel(args.dims, args.top_k > 0, args.lm_screen != nullptr, path);
 #ifdef QK_MEGAKERNEL_PAD_SEARCH
-  if (path != kPathBoth) {
+  if (args.dims.q_heads == 2 * args.dims.kv_heads) {
     const DecodeKernel padded = pad_kernel(path, args.top_k > 0, args.lm_screen != nullptr);
     if (padded != nullptr) kernel = padded;
   }
