@@ -2,8 +2,21 @@
 # New: `smi_during NAME CMD…`, nvidia-smi's SM clock, power and memory clock every 50 ms while CMD runs; `sass`, the
 # addon's SASS with line info (cuobjdump/nvdisasm of the device's toolkit); `floor`, HF's agreement with itself;
 # `phase_traces`, stage traces with the phase diagnostics; `rework_check`, the checks of each step of the staged
-# attention's rework. Sourced by run79*.sh from the repository root.
+# attention's rework; `ncu_source LIMIT`, Nsight Compute's source counters of the first megakernel launch of a greedy
+# 0.6B decode from a ~256-token prompt (its steps take the staged attention at ~257-264 keys) into $R/sass.csv.xz
+# (run 79c; v33's run 82b). Sourced by run79*.sh from the repository root.
 . docs/h100/megakernel-v29/runs/lib.sh
+ncu_source() {
+  local NCU=/usr/local/cuda/bin/ncu P
+  P=$(python3 -c "print(' '.join(['sea'] * 255))")
+  QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout "$1" $NCU --replay-mode application -k regex:qwen3_decode -c 1 \
+    --section SourceCounters --section WarpStateStats --import-source yes -o $R/src \
+    $N $B generate --preset 0.6b --engine megakernel --max-tokens 8 --temperature 0 "$P" > $R/ncu.log 2>&1
+  echo "ncu rc=$? $(elapsed)"; tail -3 $R/ncu.log
+  timeout 120 $NCU --import $R/src.ncu-rep --page source --csv --print-source sass > $R/sass.csv 2> $R/sass.err; echo "sass page rc=$? $(wc -c < $R/sass.csv) bytes"; head -c 300 $R/sass.err
+  timeout 60 $NCU --import $R/src.ncu-rep --page details > $R/details.txt 2>&1
+  xz -T4 $R/sass.csv; rm -f $R/src.ncu-rep
+}
 smi_during() {
   local n=$1; shift
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader -lms 50 > "$R/smi-$n.csv" 2>&1 &

@@ -26,13 +26,6 @@ for i in 1 2; do
   for p in $PADS; do ab staged$p 128 256 $S QK_MEGAKERNEL_PAD=$p; done
   pack
 done
-NCU=/usr/local/cuda/bin/ncu
-P=$(python3 -c "print(' '.join(['sea'] * 255))")
-QK_MEGAKERNEL_TIMEOUT_MS=600000 timeout 200 $NCU --replay-mode application -k regex:qwen3_decode -c 1 \
-  --section SourceCounters --section WarpStateStats --import-source yes -o $R/src \
-  $N $B generate --preset 0.6b --engine megakernel --max-tokens 8 --temperature 0 "$P" > $R/ncu.log 2>&1
-echo "ncu rc=$? $(elapsed)"; tail -3 $R/ncu.log
-timeout 100 $NCU --import $R/src.ncu-rep --page source --csv --print-source sass > $R/sass.csv 2> $R/sass.err; echo "sass page rc=$? $(wc -c < $R/sass.csv) bytes"
-xz -T4 $R/sass.csv; rm -f $R/src.ncu-rep
+ncu_source 200
 pack
 echo "t=$(elapsed)"
