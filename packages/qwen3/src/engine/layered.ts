@@ -80,11 +80,12 @@ export interface LayeredEngineOptions {
   readonly megakernelSteps?: number;
   /**
    * Decode positions from which the megakernel hands decoding back to the captured layered graph (same weights
-   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (where the megakernel
-   * was last measured faster than the layered graph on an H100: 4,352 for Qwen3-0.6B), or the environment variable
-   * QK_MEGAKERNEL_UNTIL. The megakernel attends over long contexts in many small chunks and pays more per position
-   * there than the layered split-KV attention (NOTES.md, v7 and v10). A value ≥ maxContext keeps every decode step in
-   * the megakernel.
+   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (the end of the longest
+   * context at which the megakernel was measured faster than the layered graph on an H100: 8,448 for Qwen3-0.6B), or
+   * the environment variable QK_MEGAKERNEL_UNTIL. The megakernel splits a head's attention over at most grid / KV
+   * heads blocks, so its cost per position of context is higher than the layered split-KV attention's, and far
+   * enough into a long context the layered graph would win (NOTES.md, v10 and v33). A value ≥ maxContext keeps every
+   * decode step in the megakernel.
    */
   readonly megakernelUntil?: number;
   /**
@@ -98,17 +99,17 @@ export interface LayeredEngineOptions {
 
 /**
  * Where the megakernel hands decoding to the layered graph, per published dense shape, measured on an H100 (bf16,
- * the megakernel alone against the layered engine, 128–256 decode tokens from each position, medians of 3; NOTES.md,
- * v10, and docs/h100/megakernel-v10). Since v9 the megakernel is the faster one at every position measured. The last
- * runs started at 0.6B 4,096 (1.04×), 1.7B 3,072 (1.06×), 4B 1,024 (1.05×) and 8B 2,048 (1.05×); each entry is the
- * end of that run (its start plus the 256 or 128 tokens it decoded), past which nothing was measured. Keyed by hidden
- * size, layers, query heads, KV heads and FFN size.
+ * the megakernel alone against the layered engine, 256 decode tokens from each position, medians of 3; NOTES.md v33,
+ * docs/h100/megakernel-v33/runs/r83c). The megakernel was the faster one at every position measured: 0.6B, 1.7B and
+ * 4B up to 8,192 (1.33×, 1.24× and 1.14× there) and 8B up to 6,144 (1.10×). Each entry is the end of the longest
+ * run (its start plus the 256 tokens it decoded), past which nothing was measured. Keyed by hidden size, layers,
+ * query heads, KV heads and FFN size.
  */
 const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
-  { shape: [1024, 28, 16, 8, 3072], position: 4352 },
-  { shape: [2048, 28, 16, 8, 6144], position: 3200 },
-  { shape: [2560, 36, 32, 8, 9728], position: 1152 },
-  { shape: [4096, 36, 32, 8, 12288], position: 2176 },
+  { shape: [1024, 28, 16, 8, 3072], position: 8448 },
+  { shape: [2048, 28, 16, 8, 6144], position: 8448 },
+  { shape: [2560, 36, 32, 8, 9728], position: 8448 },
+  { shape: [4096, 36, 32, 8, 12288], position: 6400 },
 ];
 
 /** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
@@ -116,10 +117,10 @@ const kUnmeasuredHandoff = Math.min(...MEASURED_HANDOFFS.map((m) => m.position))
 
 /**
  * The decode position from which the megakernel engine runs decode steps in the layered graph instead: for the
- * published dense shapes, the end of the last run in which the megakernel was measured faster than the layered
- * graph on an H100 (Qwen3-0.6B: 4,352; 1.7B: 3,200; 4B: 1,152; 8B: 2,176), and 1,152 for other shapes. The
- * megakernel pays more per position of context than the layered split-KV attention (its attention runs in many
- * small chunks), so past some context the layered graph wins; where depends on the shape.
+ * published dense shapes, the end of the longest run in which the megakernel was measured faster than the layered
+ * graph on an H100 (Qwen3-0.6B, 1.7B and 4B: 8,448; 8B: 6,400), and 6,400 for other shapes. The megakernel
+ * pays more per position of context than the layered split-KV attention (a head's keys are split over at most
+ * grid / KV heads blocks), so far enough into a long context the layered graph wins; where depends on the shape.
  */
 export function megakernelHandoff(config: Qwen3Config): number {
   const key = [
