@@ -100,8 +100,8 @@ export interface LayeredEngineOptions {
 /**
  * Where the megakernel hands decoding to the layered graph, per published dense shape, measured on an H100 (bf16,
  * the megakernel alone against the layered engine, 256 decode tokens from each position, medians of 3; NOTES.md v33,
- * docs/h100/megakernel-v33/runs/r83c). The megakernel was the faster one at every position measured: 0.6B, 1.7B and
- * 4B up to 8,192 (1.33×, 1.24× and 1.14× there) and 8B up to 6,144 (1.10×). Each entry is the end of the longest
+ * docs/h100/megakernel-v33/runs/r83c, r83d). The megakernel was the faster one at every position measured, up to
+ * 8,192: there 1.33× (0.6B), 1.24× (1.7B), 1.14× (4B) and 1.10× (8B). Each entry is the end of the longest
  * run (its start plus the 256 tokens it decoded), past which nothing was measured. Keyed by hidden size, layers,
  * query heads, KV heads and FFN size.
  */
@@ -109,7 +109,7 @@ const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }
   { shape: [1024, 28, 16, 8, 3072], position: 8448 },
   { shape: [2048, 28, 16, 8, 6144], position: 8448 },
   { shape: [2560, 36, 32, 8, 9728], position: 8448 },
-  { shape: [4096, 36, 32, 8, 12288], position: 6400 },
+  { shape: [4096, 36, 32, 8, 12288], position: 8448 },
 ];
 
 /** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
@@ -118,9 +118,9 @@ const kUnmeasuredHandoff = Math.min(...MEASURED_HANDOFFS.map((m) => m.position))
 /**
  * The decode position from which the megakernel engine runs decode steps in the layered graph instead: for the
  * published dense shapes, the end of the longest run in which the megakernel was measured faster than the layered
- * graph on an H100 (Qwen3-0.6B, 1.7B and 4B: 8,448; 8B: 6,400), and 6,400 for other shapes. The megakernel
- * pays more per position of context than the layered split-KV attention (a head's keys are split over at most
- * grid / KV heads blocks), so far enough into a long context the layered graph wins; where depends on the shape.
+ * graph on an H100 (8,448 for each of Qwen3-0.6B, 1.7B, 4B and 8B), and the lowest of those for other shapes. The
+ * megakernel pays more per position of context than the layered split-KV attention (a head's keys are split over at
+ * most grid / KV heads blocks), so far enough into a long context the layered graph wins; where depends on the shape.
  */
 export function megakernelHandoff(config: Qwen3Config): number {
   const key = [
