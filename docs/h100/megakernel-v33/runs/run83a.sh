@@ -6,9 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r83a
 {
-timeout 200 $N $B model init --preset 8b --out /tmp/ref8 --force > $R/init8.txt 2>&1; echo "init 8b rc=$? $(elapsed)"
-timeout 420 $N $B bench decode --model /tmp/ref8 --engines layered,megakernel --hf-peers graph --positions 1,128,512,1024,4096 --tokens 256 --runs 3 --markdown $R/decode8b.md --report $R/report8 > $R/decode8b.log 2>&1; echo "sweep 8b rc=$? $(elapsed)"
-grep -E "^\| (layered|megakernel)|^Copy ceiling" $R/decode8b.md | head -14
+sweep8b 1,128,512,1024,4096
 pack
 rm -rf /tmp/ref8
 if [ "$(( $(date +%s) - START ))" -lt 470 ]; then gen_ids 8b land $B; echo "(v26 75b: see docs/h100/megakernel-v26/runs/r75b/greedy-8b-main.json)"; fi

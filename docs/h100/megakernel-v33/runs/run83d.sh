@@ -6,9 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r83d
 {
-timeout 200 $N $B model init --preset 8b --out /tmp/ref8 --force > $R/init8.txt 2>&1; echo "init 8b rc=$? $(elapsed)"
-timeout 300 $N $B bench decode --model /tmp/ref8 --engines layered,megakernel --hf-peers graph --positions 1,128,512,1024,4096 --tokens 256 --runs 3 --markdown $R/decode8b.md --report $R/report8 > $R/decode8b.log 2>&1; echo "sweep 8b rc=$? $(elapsed)"
-grep -E "^\| (layered|megakernel)|^Copy ceiling" $R/decode8b.md | head -14
+sweep8b 1,128,512,1024,4096
 pack
 env QK_MEGAKERNEL_UNTIL=1000000 timeout 200 $N $B bench decode --model /tmp/ref8 --engines layered,megakernel --no-peers --positions 8192 --tokens 256 --runs 3 --markdown $R/handoff-8b.md > $R/handoff-8b.log 2>&1; echo "hand-off 8b rc=$? $(elapsed)"
 grep -E "^\| (layered|megakernel)" $R/handoff-8b.md
