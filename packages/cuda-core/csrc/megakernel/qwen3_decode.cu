@@ -1746,11 +1746,16 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   sum += __shfl_xor_sync(0xffffffffu, sum, 8);
   sum += __shfl_xor_sync(0xffffffffu, sum, 16);
   if (lane < 2) wsum[warp * 2 + lane] = sum;
+  // Query q's sum of weights over the block: the warps' sums added in warp order (after a barrier).
+  const auto block_sum = [&](int q) {
+    float l = wsum[q];
+#pragma unroll
+    for (int w = 1; w < kConsumerWarps; w++) l += wsum[w * 2 + q];
+    return l;
+  };
   if (hf) {
     consumer_sync();
-    float l = wsum[mq];
-#pragma unroll
-    for (int w = 1; w < kConsumerWarps; w++) l += wsum[w * 2 + mq];
+    const float l = block_sum(mq);
     const float r = weight_rcp(l);
 #pragma unroll
     for (int i = 0; i < kStagedTilesPerWarp; i++)
@@ -1802,10 +1807,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
       v.y += y.y;
     }
     if (!hf) {  // (the HF weights are normalised already)
-      const int q = o2 / kD;
-      float l = wsum[q];
-#pragma unroll
-      for (int w = 1; w < kConsumerWarps; w++) l += wsum[w * 2 + q];
+      const float l = block_sum(o2 / kD);
       v.x /= l;
       v.y /= l;
     }
