@@ -5,10 +5,10 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r82e
 self_agreement() {
-  local s=$1 P=/tmp/b/bundle/peers/hf_reference.py
+  local s=$1
   hfref $s
-  (cd /tmp && timeout 150 python3 $P /tmp/hf$s-sdpa --from /tmp/hf$s --attention sdpa > $R/hfsdpa-$s.txt 2>&1; echo "sdpa seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hfsdpa-$s.txt) $(elapsed)")
-  (cd /tmp && timeout 150 python3 $P /tmp/hf$s-f32 --from /tmp/hf$s --dtype float32 > $R/hff32-$s.txt 2>&1; echo "f32 seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hff32-$s.txt) $(elapsed)")
+  hf_ref /tmp/hf$s-sdpa hfsdpa-$s.txt --from /tmp/hf$s --attention sdpa; echo "sdpa seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hfsdpa-$s.txt) $(elapsed)"
+  hf_ref /tmp/hf$s-f32 hff32-$s.txt --from /tmp/hf$s --dtype float32; echo "f32 seed $s rc=$? $(grep -o '"agreement": [0-9.]*' $R/hff32-$s.txt) $(elapsed)"
 }
 {
 for s in 0 1 2 3 4 5 6 7; do self_agreement $s & done

@@ -6,10 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r83g
 {
-(cd /tmp && timeout 150 python3 /tmp/b/bundle/peers/hf_reference.py /tmp/hf4 --preset 4b --dtype bfloat16 --prompt-len 6000 --steps 32 --seed 0 > $R/hfref-4b.txt 2>&1; echo "hfref 4b rc=$? $(elapsed)")
-for e in megakernel layered; do
-  timeout 90 $N $B model compare /tmp/hf4 --engine $e --json $R/cmp-4b-$e.json > $R/cmp-4b-$e.md 2>&1; echo "compare 4b $e rc=$? $(tail -n 1 $R/cmp-4b-$e.md) $(elapsed)"
-done
+hf_ref /tmp/hf4 hfref-4b.txt --preset 4b --dtype bfloat16 --prompt-len 6000 --steps 32 --seed 0; echo "hfref 4b rc=$? $(elapsed)"
+for e in megakernel layered; do compare_engine /tmp/hf4 4b-$e $e; done
 pack
 echo "t=$(elapsed)"
 } 2>&1 | tee $OUT/log-r83g.txt

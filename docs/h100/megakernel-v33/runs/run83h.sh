@@ -7,15 +7,13 @@
 . "$(dirname "$0")/lib.sh"
 run_setup r83h
 ref() {  # NAME PRESET PROMPT-LEN
-  (cd /tmp && timeout 100 python3 /tmp/b/bundle/peers/hf_reference.py /tmp/hf-$1 --preset $2 --dtype bfloat16 --prompt-len $3 --steps 32 --seed 0 > $R/hfref-$1.txt 2>&1; echo "hfref $1 rc=$? $(elapsed)")
+  hf_ref /tmp/hf-$1 hfref-$1.txt --preset $2 --dtype bfloat16 --prompt-len $3 --steps 32 --seed 0; echo "hfref $1 rc=$? $(elapsed)"
 }
-cmp() {  # NAME ENGINE
-  timeout 60 $N $B model compare /tmp/hf-$1 --engine $2 --json $R/cmp-$1-$2.json > $R/cmp-$1-$2.md 2>&1; echo "compare $1 $2 rc=$? $(tail -n 1 $R/cmp-$1-$2.md) $(elapsed)"
-}
+cmp() { compare_engine /tmp/hf-$1 $1-$2 $2; }  # NAME ENGINE
 {
 ref 4b-p32 4b 32; cmp 4b-p32 layered; rm -rf /tmp/hf-4b-p32
 ref 06-p6000 0.6b 6000; cmp 06-p6000 layered; cmp 06-p6000 megakernel
-(cd /tmp && timeout 100 python3 /tmp/b/bundle/peers/hf_reference.py /tmp/hf-06-p6000-f32 --from /tmp/hf-06-p6000 --dtype float32 > $R/hfref-06-p6000-f32.txt 2>&1; echo "hf f32 rc=$? $(tail -n 2 $R/hfref-06-p6000-f32.txt | tr '\n' ' ') $(elapsed)")
+hf_ref /tmp/hf-06-p6000-f32 hfref-06-p6000-f32.txt --from /tmp/hf-06-p6000 --dtype float32; echo "hf f32 rc=$? $(tail -n 2 $R/hfref-06-p6000-f32.txt | tr '\n' ' ') $(elapsed)"
 cmp 06-p6000-f32 layered
 pack
 echo "t=$(elapsed)"
