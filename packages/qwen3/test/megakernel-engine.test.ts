@@ -405,8 +405,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
   it('a second attention pass staged in shared memory gives the same bits as one read from the cache', () => {
     // 8 KV heads: 16 chunks per head on 132 blocks, so 1,001-1,345 keys make chunks of 63-85 keys, whose second pass
-    // (7-29 keys: staged up to 28) is staged; QK_MEGAKERNEL_KV_STAGE=0 reads it from the cache instead. (Run 65a: the
-    // staged rows were overwritten by warps without second-pass keys from 9 keys on, and the logits went NaN.)
+    // (7-29 keys: staged up to 28) is staged; QK_MEGAKERNEL_KV_STAGE=0 reads it from the cache instead. (A first
+    // draft let warps without second-pass keys overwrite the staged rows from 9 keys on, and the logits went NaN.)
     const staged = build('megakernel', EIGHT_KV_HEADS, 14, TO_1400);
     // (the knobs are read when an instance is created)
     const plain = withEnv('QK_MEGAKERNEL_KV_STAGE', '0', () =>

@@ -201,9 +201,8 @@ describe('the engine table', () => {
   });
 
   it('hands megakernel decoding to the layered graph where the megakernel was last measured faster', () => {
-    // The megakernel alone against the layered engine on an H100 (NOTES.md v33, runs 83c, 83d): faster at every
-    // position measured up to the first value; the runs from there decoded 256 tokens, so nothing was measured past
-    // the second.
+    // The megakernel alone against the layered engine on an H100: faster at every position measured up to the first
+    // value; the runs from there decoded 256 tokens, so nothing was measured past the second.
     const measured = {
       '0.6b': [8192, 8448],
       '1.7b': [8192, 8448],

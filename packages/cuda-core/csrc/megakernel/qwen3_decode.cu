@@ -29,12 +29,13 @@
 //      the cache, and attends. Chunks of one head are merged in fixed chunk order (the same bits every run): up to
 //      kFlagMergeMax chunks by chunk 0's block, from flagged records as they land; more by whichever block
 //      finishes last (after a fence and an arrival counter per layer and KV head). (A knob, MegakernelArgs::o_merge,
-//      has the O blocks merge heads of 2-3 chunks as they gather their input instead: slower, NOTES.md v19.)
+//      has the O blocks merge heads of 2-3 chunks as they gather their input instead: 30-68 µs per token slower;
+//      DESIGN.md, "Attention by chunks".)
 //      (By default, in query groups of 2 with fixed shares (Qwen3-0.6B and 1.7B), steps of 57-384 keys attend with
-//      one block per KV head over the head's rows copied into its shared memory, on the tensor cores:
-//      attend_staged, MegakernelArgs::staged_keys, NOTES.md v28, v29; each warp takes its key tiles from the scores to
-//      its share of the output, v33. A launch whose steps all attend so runs a kernel compiled without the attention
-//      by chunks: a third less code, 5-8 µs per token faster; AttnPath, v32.)
+//      one block per KV head over the head's rows copied into its shared memory, on the tensor cores, each warp
+//      taking its key tiles from the scores to its share of the output: attend_staged, MegakernelArgs::staged_keys,
+//      DESIGN.md, "The staged attention". A launch whose steps all attend so runs a kernel compiled without the
+//      attention by chunks: a third less code, 5-8 µs per token faster; AttnPath.)
 //   3. O projection, residual add in the epilogue (from the block's own copy of the residual it normalised).
 //   4. RMSNorm (recomputed per block) + gate/up rows of the block's FFN units, SwiGLU in the epilogue.
 //   5. Down projection, residual add in the epilogue.
@@ -49,6 +50,9 @@
 // Every wait (flagged words, the token, mbarriers) is bounded by `timeout_ns`: a block that times out records an
 // error code (also in the host error word) and an abort flag that the other blocks see, and the kernel returns; JS
 // gets an error, never a hung process.
+//
+// DESIGN.md, beside this file, gives what bounds a step, the measurements behind these choices, and what was tried and
+// dropped.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -72,15 +76,15 @@ using bf16 = __nv_bfloat16;
 // 7 consumer warps + the producer = 8 warps, two per SM sub-partition, so a thread may hold up to 255 registers (with
 // 9 warps, one sub-partition holds 3 and the cap is 168, which spilled; spills live in L2 here, see flag_wait_slow).
 // 11 consumer warps, at the same cap, measured 49-189 µs per token slower, with or without most of the spills
-// (NOTES.md v22).
+// (DESIGN.md, "Shape of a launch").
 constexpr int kConsumerWarps = 7;
 constexpr int kConsumers = kConsumerWarps * 32;
 constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kMaxSlots = 24;                 // ring slots, at most (their mbarriers live in the misc bytes)
-constexpr size_t kDefaultSlotBytes = 20 * 1024;  // the default slot size to aim for (NOTES.md, v9: the ring sweep)
+constexpr size_t kDefaultSlotBytes = 20 * 1024;  // the default slot size to aim for (the best of a 12-32 KB sweep)
 // The slot size of launches that start below kShortRingUntil, for models whose default slots hold a pair of their
-// widest rows (NOTES.md v13, runs 62j and 62l: Qwen3-0.6B 581-595 against 595-600 µs per token from position 1, equal
-// at 512; 748-751 against 737-739 at 1024, where launches keep the default ring).
+// widest rows (on an H100, Qwen3-0.6B 581-595 against 595-600 µs per token from position 1, equal at 512; 748-751
+// against 737-739 at 1024, where launches keep the default ring).
 constexpr size_t kShortSlotBytes = 28 * 1024;
 constexpr int kShortRingUntil = 512;
 constexpr size_t kSmemLimit = 227 * 1024;        // dynamic shared memory one block may opt in to on sm_90
@@ -94,17 +98,18 @@ constexpr int kMinChunk = kPass;  // positions per attention work item, at least
 // Keys of a chunk's second pass that can be staged in shared memory (in the warps' output area: K and V rows of 256
 // bytes; K's 16-byte pieces swizzled by the row, piece ^ (row & 7), so that a warp's 8 keys use different banks)
 constexpr int kStageKeys = 28;
-// The staged attention (NOTES.md v28, v29): in a step of MegakernelArgs::staged_from to staged_keys keys (query groups
-// of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory past
-// its ring (which keeps MegakernelArgs::staged_slots slots; with 0, into its whole ring: the block then takes no rows
-// of the layers) before it waits for q/k/v, then attends on the tensor cores.
+// The staged attention (DESIGN.md, "The staged attention"): in a step of MegakernelArgs::staged_from to staged_keys
+// keys (query groups of 2), each KV head is one work item. Its block copies the head's cached rows into shared memory
+// past its ring (which keeps MegakernelArgs::staged_slots slots; with 0, into its whole ring: the block then takes no
+// rows of the layers) before it waits for q/k/v, then attends on the tensor cores.
 // A row takes kStagedRow bytes: 256 and 16 of padding, so that the eight rows of an ldmatrix fall on different banks.
 constexpr int kStagedRow = static_cast<int>(kMegakernelStagedRowBytes);
 constexpr int kStagedMaxKeys = kMegakernelStagedMaxKeys;  // (the weights' scratch; a multiple of the 16-key tiles)
 static_assert(kStagedMaxKeys % 16 == 0 && kStagedRow == kD * 2 + 16);
 // Heads of up to kFlagMergeMax chunks are merged by chunk 0's block from flagged records as they land, kFlagMergeChunks
-// chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (NOTES.md
-// v11/v12: the flagged merge saves two round trips at a few chunks; v15: with a second batch, 9-16 chunks gain too).
+// chunks per batch of loads; heads of more, by the last chunk to arrive, after a fence and an arrival counter (the
+// flagged merge saves two round trips at a few chunks; with a second batch, 9-16 chunks gain too: 8 µs per token at
+// position 512).
 constexpr int kFlagMergeChunks = 8;
 constexpr int kFlagMergeMax = 2 * kFlagMergeChunks;
 constexpr int kSpreadBatch = 9;  // loads per thread of a merge spread over the block (G = 2: 15 chunks' records)
@@ -114,7 +119,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kPlacementPad = 0x7fffffffu;
 static_assert((kPlacementPad & kMegakernelDebugBits) != kPlacementPad, "the padding's condition never holds");
 constexpr int kOMergeBatch = 8;  // loads per thread of stage_merge_input: 3 chunks' records of 16 q heads (1,584 units)
-constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower, NOTES.md v11)
+constexpr int kGatherBatch = 4;  // flagged-word loads per thread issued together in a gather (8: slower)
 
 // Sync words at the start of the workspace (u32).
 constexpr int kAbortWord = 0;
@@ -152,7 +157,7 @@ __host__ __device__ inline int part_record_words(int group) { return group * (kD
 __host__ __device__ inline int omerge_record_words(int q_heads) { return q_heads * kD / 2 + 2 * q_heads; }
 
 // Host only: the plan sizes the workspace with it, and launch_megakernel passes it in the kernel's parameters (a
-// kernel that computed it held 38 more registers per thread, NOTES.md v22).
+// kernel that computed it held 38 more registers per thread).
 inline Layout workspace_layout(const MegakernelDims& d, int grid, int max_chunks) {
   const size_t group = static_cast<size_t>(d.q_heads / d.kv_heads);
   Layout l{};
@@ -312,8 +317,8 @@ __device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsig
 }
 
 // The kernel's own sync and flagged words are loaded and stored relaxed at GPU scope: every block that reads or writes
-// them runs on this GPU. (Through v19 they were ld/st.volatile, relaxed at system scope; GPU scope measured 4-5 µs per
-// token faster at positions 1-128, the same bits: NOTES.md v20, run 69f.) The host-mapped words stay at system scope.
+// them runs on this GPU. (As ld/st.volatile, relaxed at system scope, they measured 3-4 µs per token slower at
+// positions 1-512, with the same bits.) The host-mapped words stay at system scope.
 __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
   unsigned v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -322,8 +327,9 @@ __device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned* p) {
 
 // Loads issued where they stand, to overlap a wait that follows. ptxas may otherwise sink a plain load to its first
 // use to relieve register pressure (the kernel runs near 255 registers), and the load then starts after the wait it was
-// meant to hide under (NOTES.md, v11). `nc`: read-only data (weights); `cg`: data this kernel writes (the KV cache),
-// read coherently from L2, and the screen's candidate LM-head rows (read once: not kept in L1).
+// meant to hide under (as volatile asm: 10-30 µs per token faster at positions 128-1024). `nc`: read-only data
+// (weights); `cg`: data this kernel writes (the KV cache), read coherently from L2, and the screen's candidate LM-head
+// rows (read once: not kept in L1).
 __device__ __forceinline__ uint4 ld_early_nc128(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -357,7 +363,7 @@ __device__ __forceinline__ float round_bf(float v) { return __bfloat162float(__f
 /**
  * 16 bytes of shared memory in one 128-bit load. (Through a `uint4` reference the compiler splits the access into
  * four 32-bit loads, four times the instructions, and with 16-byte lane strides each of them meets a 4-way bank
- * conflict: NOTES.md, v9.)
+ * conflict.)
  */
 __device__ __forceinline__ uint4 lds128(const void* p) {
   uint4 v;
@@ -375,7 +381,8 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 // The two bf16 of a 32-bit word as floats (exact: a bf16 is the top half of its float). One instruction each: the
 // toolkit's __bfloat1622float2 takes two for the high half (a byte permute, then a shift), and in the GEMV's dot loop,
-// which issues an instruction every cycle it can, conversions were 2.2 instructions per FMA (NOTES.md v17).
+// which issues an instruction every cycle it can, conversions were 2.2 instructions per FMA; one each saved 10-20 µs
+// per token at positions 1-128.
 __device__ __forceinline__ float bf2_lo(unsigned w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf2_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 
@@ -479,7 +486,7 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
 /**
  * Attention chunks per KV head for a step at `pos` (pos + 1 keys): at least one pass (kMinChunk keys) each, or
  * `a.chunk_keys` where that is more (QK_MEGAKERNEL_CHUNK_KEYS, a knob: 84, one pass and a staged second pass, lost
- * 10-15 µs per token at positions 128-767 in run 65b), and at most grid / KV heads chunks.
+ * 10-15 µs per token at positions 128-767), and at most grid / KV heads chunks.
  */
 __device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos) {
   if (staged_step(a, pos)) return 1;  // the staged attention: one block per KV head
@@ -493,7 +500,8 @@ __device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos
  * bit (1 << (16 + stage)) is set. When at most `a.skip_items` blocks attend (short contexts), and not all of them,
  * they skip QKV and O, so that attention starts the moment its q/k/v land; otherwise 0: every block takes rows of every
  * stage. In a step of the staged attention they skip gate/up too (their ring is short while the staged rows hold the
- * rest of it: NOTES.md v28, run 77b), and down as well where the staged rows take the whole ring (v29).
+ * rest of it, and their gate/up share delayed the stage by 0.5-0.8 µs per layer), and down as well where the staged
+ * rows take the whole ring.
  */
 __device__ __forceinline__ int attention_skip(const MegakernelArgs& a, int pos) {
   const int items = static_cast<int>(a.dims.kv_heads) * attention_chunks(a, pos);
@@ -568,7 +576,8 @@ __device__ __forceinline__ uint64_t* misc_barrier(const Block& b, size_t at) {
 /**
  * A place in the weight ring: the slot, and the parity of its current round (the phase its "full" barrier completes
  * next). Stepped by ring_next, never divided out of a tile count: a division by the run-time slot count is a chain of
- * some 20 dependent instructions, paid per tile by the producer and by every consumer warp (NOTES.md, v9).
+ * some 20 dependent instructions, paid per tile by the producer and by every consumer warp (removing it took the
+ * kernel's loops alone from 288 to 245 µs per token).
  */
 struct RingPos {
   int slot = 0;
@@ -679,9 +688,8 @@ __device__ __forceinline__ bool block_ok(const Block& b, bool ok) {
 /**
  * Loads the flagged word pairs at addr(j), j < count ≤ kBatch, into `v`: every load issued together, then, while any
  * is not ready, every pending one issued again together, so the batch costs one L2 round trip after its last word
- * lands. (Spinning on one word at a time, as v5–v10 did, costs a round trip for each word still pending behind it:
- * 4.4 against 2.3 µs for a 3,072-value gather on 132 blocks under a weight stream, NOTES.md v11.) False on timeout or
- * abort.
+ * lands. (Spinning on one word at a time costs a round trip for each word still pending behind it: 4.5 against
+ * 2.1 µs for a 3,072-value gather on 132 blocks under a weight stream.) False on timeout or abort.
  */
 template <int kBatch, typename Addr>
 __device__ __forceinline__ bool flag_wait_batch(const MegakernelArgs& a, const Block& b, uint4 (&v)[kBatch], int count,
@@ -843,7 +851,7 @@ __device__ __forceinline__ bool stage_merge_input(const MegakernelArgs& a, const
   const int total = n * per;
   uint2* staged = reinterpret_cast<uint2*>(b.x + heads * kD);  // [chunk][per] each unit's two values, after x
   // (A fixed count of loads per thread, those past the thread's last unit reading that one again: a count known only
-  // at run time spilled registers, as in the attention's spread merge, NOTES.md v18.)
+  // at run time spilled registers, as in the attention's spread merge.)
   const int last = tid + (total - 1 - tid) / kConsumers * kConsumers;
   uint4 v[kOMergeBatch];
   const bool ok = (a.debug & 8) != 0 || flag_wait_batch<kOMergeBatch>(a, b, v, kOMergeBatch, [&](int j) {
@@ -939,8 +947,8 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       return true;
     }
     // Everything but the copy itself is done before waiting for the copy in flight, so that this one leaves the
-    // moment that one lands, with none of the single producer thread's bookkeeping in between (NOTES.md v13: neutral
-    // on its own; the producer waits for landed copies some 300 µs of a 600 µs step, and for free slots some 100).
+    // moment that one lands, with none of the single producer thread's bookkeeping in between (measured neutral on
+    // its own; the producer waits for landed copies some 300 µs of a 600 µs step, and for free slots some 100).
     // The consumers' reads of this slot (generic proxy, ordered before us by the mbarrier) must also be ordered
     // before the TMA's writes (async proxy).
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -979,12 +987,14 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
 }
 
 __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b, int pos0) {
-  // (Asking L2 for tiles beyond the ring was measured slower: see NOTES.md.) Weights do not depend on the token, so
-  // the ring runs on into the next step's first layer while this step's LM head and argmax finish.
+  // (Asking L2 for 1-5 tiles beyond the ring was measured 4-30% slower per token: the requests compete with the ring's
+  // own copies.) Weights do not depend on the token, so the ring runs on into the next step's first layer while this
+  // step's LM head and argmax finish.
   RingPos at;
   unsigned issued = 0;  // tiles so far (a stage with no tile counts its empty descriptor)
   // Every weight is read once per step: its lines go first when L2 needs room, so that what a step reads again (the
-  // KV cache above all, whole in L2 up to about 256 positions of Qwen3-0.6B) stays (NOTES.md v15).
+  // KV cache above all, whole in L2 up to about 256 positions of Qwen3-0.6B) stays: 15-20 µs per token at position 1,
+  // none from 512 on, where the cache no longer fits.
   // (QK_MEGAKERNEL_L2_STREAM=0: the normal policy, as a copy without a hint.)
   uint64_t l2_policy;
   if (a.l2_stream != 0)
@@ -1108,8 +1118,8 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
  * What a warp takes of a GEMV tile per turn: a row pair (O, down, the LM head); a pair of SwiGLU units, two gate rows
  * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: QK_MEGAKERNEL_QKV_QUADS). Four rows per
  * turn read the input once for all four, and where a block's stage has up to twice as many pairs as it has warps (QKV:
- * 11-14 pairs, 7 warps), no warp runs two turns one after the other (NOTES.md v18). A row's sum is the same chain of
- * FMAs whichever way it is taken, so the outputs are the same bits.
+ * 11-14 pairs, 7 warps), no warp runs two turns one after the other (5-13 µs per token on Qwen3-0.6B). A row's sum
+ * is the same chain of FMAs whichever way it is taken, so the outputs are the same bits.
  */
 enum class Take : int { kPair, kGateUp, kQuad };
 
@@ -1213,8 +1223,9 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       }
     }
     // Every consumer thread releases the slot itself after its own reads (the producer's wait on the empty barrier
-    // acquires them all before its TMA copy overwrites the slot). One arrival per warp after __syncwarp was measured
-    // too, and compute-sanitizer's racecheck does not follow that ordering (NOTES.md v13, run 62n).
+    // acquires them all before its TMA copy overwrites the slot). One arrival per warp after __syncwarp measured no
+    // faster, and compute-sanitizer's racecheck does not follow that ordering (it reported the copies racing the
+    // reads).
     mbar_arrive(&b.empty[slot]);
   }
   return true;
@@ -1367,8 +1378,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         }
         if (lane == 0) upper[u - u0] = up;
         // (No L2 request for rows that may become candidates: judged by the warp's bound so far, about 80 rows per
-        // block qualify, 16 times the candidates, and their lines, kept in L2, slowed the next step's layers: NOTES.md
-        // v25, run 74h.)
+        // block qualify, 16 times the candidates, and their lines, kept in L2, slowed the next step's layers: without
+        // the requests, 27-33 µs per token faster at position 1.)
       }
     }
     mbar_arrive(&b.empty[slot]);
@@ -1533,7 +1544,7 @@ __device__ __forceinline__ bool attention_inputs(const MegakernelArgs& a, const 
       const uint4* src = static_cast<const uint4*>(qkv) + row * kWordsPerHead + w;
       const uint4 first = flag_load(src);
       // The RoPE angles need only the position: computed while the first poll is in flight, not after q lands (the
-      // threads that rope are among those that gather; NOTES.md v23: the same bits, 2-7 µs per token at 1-128).
+      // threads that rope are among those that gather: the same bits, 2-7 µs per token at positions 1-128).
       if (norm_w != nullptr) {
 #pragma unroll
         for (int j = 0; j < 2; j++) sincosf(__fmul_rn(static_cast<float>(pos), freq[j]), &rope_sin[j], &rope_cos[j]);
@@ -1599,8 +1610,9 @@ __device__ __forceinline__ float ex2_approx(float x) {
 }
 
 /**
- * The staged attention (NOTES.md v28) of KV head `g`'s query group of 2 over all pos + 1 keys, one block per head, on
- * the tensor cores. Publishes the normalised output. `parity`: the phase of the staged rows' barrier.
+ * The staged attention (DESIGN.md, "The staged attention") of KV head `g`'s query group of 2 over all pos + 1 keys,
+ * one block per head, on the tensor cores. Publishes the normalised output. `parity`: the phase of the staged rows'
+ * barrier.
  *
  * 1. Before the wait for q/k/v, the block copies the head's cached rows (all but the new one) into shared memory past
  *    its ring: one bulk copy per key row and per value row, completing on one mbarrier.
@@ -1614,8 +1626,8 @@ __device__ __forceinline__ float ex2_approx(float x) {
  *    tiles over its own key tiles: chains of at most four MMAs. After a third barrier the warps' parts are added in
  *    warp order and published.
  * The weights are rounded to bf16 for the MMA; the sum that divides them (or the output) is of the unrounded weights.
- * (NOTES.md v33: v28-v32 split the keys over the warps for the scores only and the output's dims for Vᵀ·Pᵀ, with
- * four or five barriers and warp 0 taking two dim tiles.)
+ * (Splitting the keys over the warps for the scores only and the output's dims for Vᵀ·Pᵀ, with four or five barriers
+ * and warp 0 taking two dim tiles, was 15-30 µs per token slower at positions 128-383.)
  */
 __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Block& b, const Layout& lay, int layer,
                                               int g, int pos, int ev, unsigned parity) {
@@ -1674,7 +1686,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   if ((a.debug & 64) == 0) stamp(a, ev + 2);
 
   // 2.-4. Warp w owns key tiles w, w + 7, w + 14, w + 21 (fewer where the keys end) from the scores to the weighted
-  // sum of their value rows; the block meets only for the max, the sum and the warps' partial outputs (NOTES.md v33).
+  // sum of their value rows; the block meets only for the max, the sum and the warps' partial outputs.
   // The MMAs' B columns repeat the two queries (column c holds query (c >> 1) & 1), so lane (gq, t) of a tile's D
   // holds query t & 1 of key gq (c0, c1) and of key gq + 8 (c2, c3); lane t keeps one of them up to the weights: key
   // 16·tile + gq + 8·(t >> 1) of query t & 1.
@@ -1688,7 +1700,7 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
   }
   // The scores in the log2 domain. a.staged_hf: rounded as HF's eager bf16 attention rounds them (q·kᵀ to bf16, then
   // · head_dim^-0.5 to bf16); otherwise the fp32 dot product, scaled.
-  // (a.staged_hf 2: HF's roundings with __fdiv_rn itself, v28's division: the same bits as 1, slower.)
+  // (a.staged_hf 2: HF's roundings with __fdiv_rn itself: the same bits as 1, slower.)
   const bool hf = a.staged_hf != 0, fdiv = a.staged_hf == 2;
   const float inv_sqrt_d = rsqrtf(static_cast<float>(kD)), scale = inv_sqrt_d * kLog2e;
   const int mine = (tiles - warp + kConsumerWarps - 1) / kConsumerWarps;  // this warp's tiles (0-4)
@@ -1820,8 +1832,8 @@ __device__ __forceinline__ bool attend_staged(const MegakernelArgs& a, const Blo
  * Code placement: kInstructions instructions that never run (the binding never passes this debug value), so that the
  * code after them lies where it was measured fastest. Where the attention ends moves everything after it: the same
  * kernel with 336-896 of them after the attention by chunks ran up to 40 µs per token apart at positions 512-1279,
- * and without them (v12) up to 70 µs slower (NOTES.md v12-v15, v32). Any change of the code around these points moves
- * what follows: measure the whole sweep.
+ * and without them up to 70 µs slower (DESIGN.md, "Code placement"). Any change of the code around these points
+ * moves what follows: measure the whole sweep.
  */
 template <int kInstructions>
 __device__ __forceinline__ void placement_pad(const MegakernelArgs& a, const Block& b) {
@@ -1887,7 +1899,7 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
   // A chunk of two passes whose second pass holds at most kStageKeys keys (Qwen3-0.6B at 1,025-1,344 keys: 16 chunks
   // of 65-84) gets its second pass's cached rows copied into shared memory now, in the background, into the warps'
   // output area (written only after a barrier behind the passes): the second pass then does not wait for an L2 round
-  // trip. (Run 65b: 2 µs per token at 1024, within the spread: the second pass costs its arithmetic, not its loads.)
+  // trip. (Measured: 0-4 µs per token at 1024, within the spread: the second pass costs its arithmetic, not its loads.)
   // (staged_keys() is recomputed where used rather than held: the attention runs at the register limit.)
   const auto staged_keys = [&]() {
     const int n = p1 - p0 - kPass;
@@ -2005,8 +2017,8 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
   }
 
   if ((a.debug & 64) != 0) stamp(a, ev + 2);  // (diagnostic: the stamp after the passes instead of after RoPE)
-  // The staged rows share memory with the warps' outputs: every warp must be done reading them (run 65a: without this
-  // barrier a warp with no second-pass keys wrote its outputs over another's staged keys, and the logits went NaN).
+  // The staged rows share memory with the warps' outputs: every warp must be done reading them (without this barrier a
+  // warp with no second-pass keys wrote its outputs over another's staged keys, and the logits went NaN).
   if (staged_keys() > 0) consumer_sync();
   // Merge the warps in fixed order (a warp without keys has m = −inf and weighs 0).
   const int O = G * kD;
@@ -2078,7 +2090,7 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
   if (chunks == 1 || (G == 2 && chunks <= a.o_merge)) return true;
   if (chunks <= kFlagMergeMax) {
     if (c != 0) return true;
-    // Heads of up to 16 chunks and G ≤ 2 (NOTES.md v18): the records of chunks 1, 2, … lie end to end, and thread t
+    // Heads of up to 16 chunks and G ≤ 2: the records of chunks 1, 2, … lie end to end, and thread t
     // loads their word pairs t, t + 224, … in one batch, so that past 8 chunks the merge costs one L2 round trip after
     // the last record lands, not two. The values go to shared memory after chunk 0's own record, in the records'
     // layout, and after a barrier each output pair is merged from there in chunk order: the arithmetic of the merges
@@ -2188,7 +2200,7 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
   // The last chunk to finish merges all of them, in chunk order: the (max, sum) pairs to shared memory, one per
   // thread (the warps' outputs there are no longer read: every thread has passed the barrier above), then each
   // thread's output pair of every chunk, in batches of loads issued together (explicit: how a loop of loads is
-  // unrolled is the compiler's choice, and each batch costs an L2 round trip, NOTES.md v12).
+  // unrolled is the compiler's choice, and each batch costs an L2 round trip).
   constexpr int kMergeBatch = 8;
   float* mlb = wacc;  // [chunk][G] (max, sum)
   for (int i = tid; i < chunks * G; i += kConsumers) {
@@ -2219,26 +2231,25 @@ __device__ __forceinline__ bool attend_chunked(const MegakernelArgs& a, const Bl
     }
     flag_store(attn, o / 2, pack_bf2(n0 / den, n1 / den), b.epoch);
   }
-  placement_pad<kPad>(a, b);  // (placement_of: 1,280 or 736 in the kernels with both paths, NOTES.md v33)
+  placement_pad<kPad>(a, b);  // (placement_of: 1,280 or 736 in the kernels with both paths)
   return true;
 }
 
 /**
  * The attention paths a kernel is compiled with (MegakernelArgs::path_kernels): both, decided per step, or the staged
  * attention alone, without the attention by chunks and the O blocks' merge: a third less code, 70 fewer registers,
- * and 5-8 µs per token faster at positions 128-383 (NOTES.md v32, runs 81a, 81b, 81e). (A kernel of the chunks alone
- * measured 10-11 µs slower than the one with both at positions 512-1279, run 81a, and slower at every placement
- * tried, run 81b.)
+ * and 5-8 µs per token faster at positions 128-383 (DESIGN.md, "The staged attention"). (A kernel of the chunks alone
+ * measured 10-11 µs slower than the one with both at positions 512-1279, and slower at every placement tried.)
  */
 enum AttnPath : int { kPathBoth = 0, kPathStaged = 1 };
 
 /**
  * The placement padding (placement_pad: instructions after the attention) of a kernel of query groups of G, path
  * `kPath` and `kPad`: kPad where it is not -1 (the default), else in the kernels with both paths 1,280 after the
- * attention by chunks for query groups of 2 (run 82b's search over 0-1,920 at positions 512 and 1024 of Qwen3-0.6B:
- * 621-622 µs per token at 1024, 617-644 across the paddings; v12-v32 had 736 there) and 736 for the others (measured
- * in v12-v15, unchanged), and none in the staged kernel (paddings of 0-1,920 instructions measured within the
- * machines' spread there: runs 81b, 82b).
+ * attention by chunks for query groups of 2 (a search over 0-1,920 at positions 512 and 1024 of Qwen3-0.6B:
+ * 621-622 µs per token at 1024, 617-644 across the paddings; 736 before the staged attention's rewrite) and 736 for
+ * the others, and none in the staged kernel (paddings of 0-1,920 instructions measured within the machines' spread
+ * there). DESIGN.md, "Code placement".
  */
 template <int G, int kPath, int kPad>
 constexpr int placement_of() {
@@ -2490,9 +2501,9 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
  * The kernel; kSample: the steps sample (a.top_k > 0), else they take the argmax; G: query heads per KV head (the
  * model's, checked by the plan); kScreen: the LM head is screened (a.lm_screen, consume_screen). One
  * instantiation per combination, so that each carries only the code it runs: the argmax kernel no sampling code (with
- * it, greedy steps measured 2–3% slower: NOTES.md, v8), each kernel one attention (with all four group sizes in one
- * kernel, its code was 333 KB and 231 registers; NOTES.md, v12), and the unscreened argmax kernel no screen (with it,
- * 10 µs per token slower at Qwen3-0.6B positions 1-1024: NOTES.md, v25).
+ * it, greedy steps measured 2–3% slower), each kernel one attention (with all four group sizes in one kernel, its
+ * code was 333 KB and 231 registers), and the unscreened argmax kernel no screen (with it, 10 µs per token slower at
+ * Qwen3-0.6B positions 1-1024). DESIGN.md, "Shape of a launch".
  */
 template <bool kSample, int G, bool kScreen, int kPath, int kPad = -1>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
@@ -2593,10 +2604,10 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       const MegakernelLayer& L = a.layers[layer];
       const int ev = layer * kMegakernelTraceEventsPerLayer;
       stamp(a, ev);
-      // QK_MEGAKERNEL_KV_PREFETCH=1: the cached rows this block's attention will read start towards L2 here, as
-      // through v17. Off by default: the attention issues its first pass's loads (and stages a short second pass)
+      // QK_MEGAKERNEL_KV_PREFETCH=1: the cached rows this block's attention will read start towards L2 here (the
+      // old default). Off by default: the attention issues its first pass's loads (and stages a short second pass)
       // before it waits for q/k/v, and the prefetch's traffic slowed the residual's hop more than it sped the later
-      // passes (NOTES.md v18, run 67b: 4-10 µs per token at 512-1024, 35 at 4096).
+      // passes (without it, 4-10 µs per token faster at positions 512-1024, 35 at 4096).
       if (item >= 0 && a.kv_prefetch != 0)
         prefetch_chunk(L, static_cast<int>(d.kv_heads), item_g, item_p0, min(item_p1, pos));
       // 1. QKV (a block without QKV or O rows, an attention block on a short context, needs neither the normalised
@@ -2630,10 +2641,11 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       // 3.–5. O projection + residual; RMSNorm + gate/up + SwiGLU; down projection + residual. O and down run in one
       // loop that is not unrolled, so that their input copy and their GEMV are in the kernel's code once: 8 KB less
       // code for every layer to fetch again; 5-15 µs per token faster at positions 1 and 128, a few at 512 and 1024,
-      // about 5 slower at 4096 (NOTES.md v14, runs 63c, 63e, 63j).
-      // (A loop over all four stages, with the attention inside it, runs out of registers and spills: v14, run 63b.)
+      // about 5 slower at 4096.
+      // (A loop over all four stages, with the attention inside it, runs out of registers and spills: 50-110 µs per
+      // token slower.)
       // Heads of 2…o_merge chunks (query groups of 2) are merged by the O blocks as they gather their input, here,
-      // outside the loop below: inside it, the gather's batch of loads spilled (NOTES.md v19).
+      // outside the loop below: inside it, the gather's batch of loads spilled.
       const bool o_merged =
           G == 2 && kPath != kPathStaged && chunks > 1 && chunks <= a.o_merge && !skips_stage(kO, b.attn_skip);
       if (o_merged && !stage_merge_input(a, b, static_cast<uint8_t*>(a.workspace) + lay.omerge +
@@ -2709,10 +2721,10 @@ DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen, in
 }
 
 #ifdef QK_MEGAKERNEL_PAD_SEARCH
-// A build for the placement search (QK_MEGAKERNEL_PAD_SEARCH=1 in the build's environment; NOTES.md v32, v33): the
-// greedy screened kernels of query groups of 2, of each path, with each padding below; QK_MEGAKERNEL_PAD=N (read at
-// each launch) runs the staged one with N instructions where a launch runs the staged kernel, QK_MEGAKERNEL_PAD_BOTH=N
-// the one with both paths where a launch runs that.
+// A build for the placement search (QK_MEGAKERNEL_PAD_SEARCH=1 in the build's environment; DESIGN.md,
+// "Code placement"): the greedy screened kernels of query groups of 2, of each path, with each padding below;
+// QK_MEGAKERNEL_PAD=N (read at each launch) runs the staged one with N instructions where a launch runs the staged
+// kernel, QK_MEGAKERNEL_PAD_BOTH=N the one with both paths where a launch runs that.
 constexpr int kPadSearch[] = {0,   128,  256,  384,  493,  512,  640,  736, 768, 896,
                                1024, 1152, 1280, 1408, 1536, 1664, 1792, 1920};
 constexpr int kPadSearchCount = static_cast<int>(sizeof(kPadSearch) / sizeof(kPadSearch[0]));
@@ -2790,7 +2802,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   QK_RETURN_IF_ERROR(sm_count(&sms));
   // The kernels' dynamic shared memory cap is the device's whole opt-in limit, not this plan's size: a kernel
   // function is shared by every instance of its query group (models, rings, QK_MEGAKERNEL_SLOT_KB), and a later,
-  // smaller plan must not lower the cap below an earlier instance's launches (cudaErrorInvalidValue; NOTES.md v13).
+  // smaller plan must not lower the cap below an earlier instance's launches (cudaErrorInvalidValue).
   int dev = 0, optin = 0;
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));
   QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -2843,7 +2855,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->slots = static_cast<int>(slots);
   plan->slot_bytes = slot;
   // Claimed tiles balance the blocks when each has many tiles per stage; with few (0.6B: about 2 per QKV stage), the
-  // claims' round trips cost more than the balance gains (NOTES.md, v6: 8B 167.7 → 174.7 tok/s, 0.6B 1,168 → 824).
+  // claims' round trips cost more than the balance gains (on an H100: 8B 167.7 → 174.7 tok/s, 0.6B 1,168 → 824).
   const double layer_bytes = 2.0 * static_cast<double>(d.hidden) *
                              static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + d.q_heads * kD + 3 * d.ffn);
   plan->claim = layer_bytes / sms >= kClaimBytesPerBlock;
@@ -2853,8 +2865,8 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
                     (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   // The O blocks merge heads of up to kMegakernelOMergeMax chunks where the query group is 2 (Qwen3-0.6B, 1.7B; in a
-  // group of 1 the gather spilled, NOTES.md v19), the chunks' records
-  // fit one batch of loads per consumer thread, and x and the staged records fit the union (stage_merge_input).
+  // group of 1 the gather spilled), the chunks' records fit one batch of loads per consumer thread, and x and the
+  // staged records fit the union (stage_merge_input).
   plan->o_merge = 0;
   for (int n = 2; n <= kMegakernelOMergeMax && d.q_heads == 2 * d.kv_heads; n++) {
     const int64_t units = n * static_cast<int64_t>(omerge_record_words(static_cast<int>(d.q_heads))) / 2;
@@ -2862,8 +2874,8 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
       plan->o_merge = n;
   }
   // Up to half the grid attends without QKV or O rows on models that take fixed shares (0.6B: up to 8 chunks per KV
-  // head; a quarter, as through v11, measured 20-35 µs per token slower at positions 224-447: NOTES.md v12); a quarter
-  // on models that claim tiles, where the others' bandwidth is the limit.
+  // head; a quarter measured 20-35 µs per token slower at positions 224-447); a quarter on models that claim tiles,
+  // where the others' bandwidth is the limit.
   plan->skip_items = plan->claim ? sms / 4 : sms / 2;
   // Launches may screen the LM head (MegakernelArgs::lm_screen) where the block's rows are a fixed share
   // (consume_screen keeps a bound per row, after x and its int16 copy in the union, then the warps' lists of lower

@@ -1,6 +1,6 @@
 // The Qwen3 decode megakernel: one persistent kernel runs a whole batch-1 decode step of a dense Qwen3 model
 // (embedding row → layers → final norm → LM head → argmax, or a top-k sample). See qwen3_decode.cu for the
-// design and NOTES.md for the measurements behind it.
+// design and DESIGN.md for what bounds it and the measurements behind it.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -94,8 +94,9 @@ struct MegakernelPlan {
   int slots = 0;          // weight ring: slots of slot_bytes each
   size_t slot_bytes = 0;
   // The ring of launches that start below `short_until` (0: none): fewer, larger slots, so fewer tiles per stage,
-  // where attention is short and needs less run-ahead (NOTES.md v13: 28 KB against 20 KB for Qwen3-0.6B). A launch
-  // passes one of the two rings in MegakernelArgs::slots / slot_bytes.
+  // where attention is short and needs less run-ahead (28 KB against 20 KB for Qwen3-0.6B: up to 14 µs per token
+  // from position 1; DESIGN.md, "The weight stream"). A launch passes one of the two rings in MegakernelArgs::slots /
+  // slot_bytes.
   int short_slots = 0;
   size_t short_slot_bytes = 0;
   int short_until = 0;
@@ -106,7 +107,8 @@ struct MegakernelPlan {
   size_t workspace_bytes = 0;
   int max_chunks = 0;     // attention chunks per KV head, at most
   int skip_items = 0;     // attention items up to which the attending blocks take no QKV or O rows (half the
-                          // grid with fixed shares, a quarter with claimed tiles: NOTES.md v12)
+                          // grid with fixed shares, a quarter with claimed tiles: DESIGN.md,
+                          // "The stages of a layer")
   // LM-head rows of one block at most when launches may screen the LM head (MegakernelArgs::lm_screen); 0 when they
   // cannot: claimed tiles, a hidden size that is not a multiple of 16, or no room in shared memory.
   int screen_rows = 0;
@@ -143,21 +145,20 @@ struct MegakernelArgs {
   int slots = 0;                     // the plan's ring (MegakernelPlan::slots, slot_bytes)
   int64_t slot_bytes = 0;
   int inflight = 0;                  // weight copies in flight per block, at most (0: as many as the ring has free)
-  int lm_inflight = 0;               // the same bound for the LM head's copies (no hop waits on them: NOTES.md v19)
+  int lm_inflight = 0;               // the same bound for the LM head's copies (no hop waits on them)
   int claim = 0;                     // 1: blocks claim GEMV tiles from per-stage counters; 0: fixed shares
   int skip_items = 0;                // attention items up to which the attending blocks take no QKV or O rows
                                      // (MegakernelPlan::skip_items)
-  int l2_stream = 1;                 // 1: weight copies are L2 evict_first (NOTES.md v15); 0: default policy
+  int l2_stream = 1;                 // 1: weight copies are L2 evict_first (the KV cache stays); 0: default policy
   int chunk_keys = 0;                // keys per attention chunk to aim for (at most one pass: 0, the default)
-  int kv_stage = 1;                  // 1: a second attention pass of up to 28 keys is staged in shared memory (v16)
-  int qkv_quads = 0;                 // 1: QKV rows are dealt to the warps four at a time (MegakernelPlan::qkv_quads;
-                                     // NOTES.md v18)
+  int kv_stage = 1;                  // 1: a second attention pass of up to 28 keys is staged in shared memory
+  int qkv_quads = 0;                 // 1: QKV rows are dealt to the warps four at a time (MegakernelPlan::qkv_quads)
   int kv_prefetch = 0;               // 1: the attention's cached rows are prefetched to L2 at each layer's start
-                                     // (through v17; NOTES.md v18)
-  // The staged attention (query groups of 2; NOTES.md v28, v29): steps of staged_from to staged_keys keys (a
-  // multiple of 16, at most kMegakernelStagedMaxKeys; 0: none) attend with one block per KV head, over the head's
-  // cached rows copied into shared memory past the ring of blocks [0, kv_heads), which keep staged_slots of its slots
-  // (at least 2), or, with staged_slots 0, over the place of their whole ring (at most
+                                     // (the old default: 4-10 µs per token slower at positions 512-1024)
+  // The staged attention (query groups of 2; DESIGN.md, "The staged attention"): steps of staged_from to staged_keys
+  // keys (a multiple of 16, at most kMegakernelStagedMaxKeys; 0: none) attend with one block per KV head, over the
+  // head's cached rows copied into shared memory past the ring of blocks [0, kv_heads), which keep staged_slots of its
+  // slots (at least 2), or, with staged_slots 0, over the place of their whole ring (at most
   // MegakernelPlan::staged_ring_keys keys): those blocks then take no rows of the layers in a staged step, and stream
   // its LM head once its last layer's attention is done.
   int staged_keys = 0;
@@ -165,17 +166,18 @@ struct MegakernelArgs {
   int staged_slots = 0;
   int staged_gate_up = 0;            // 1: the staged attention's blocks take gate/up rows too (a knob; 0: they do not)
   int staged_hf = 1;                 // 1: the staged attention rounds its scores and weights as HF's eager bf16
-                                     // attention does; 2: the same with __fdiv_rn (v28's division: the same bits,
+                                     // attention does; 2: the same with __fdiv_rn (the first division: the same bits,
                                      // slower; a check); 0: fp32 scores, unnormalised bf16 weights (flash-style)
   // 1 (the default): a launch whose steps all take the staged attention runs a kernel compiled without the attention
-  // by chunks (a third less code; NOTES.md v32); 0: every launch runs the kernel with both (a knob). `position` must
-  // then be the state's: the staged kernel fails a launch with a step it cannot attend (WrongPath).
+  // by chunks (a third less code, 5-8 µs per token faster); 0: every launch runs the kernel with both (a knob).
+  // `position` must then be the state's: the staged kernel fails a launch with a step it cannot attend (WrongPath).
   int path_kernels = 1;
   int position = -1;                 // the state's position where the caller knows it (−1: not known; then the
                                      // kernel with both paths runs)
   int o_merge = 0;                   // query groups of 2: heads of 2…o_merge chunks (at most kMegakernelOMergeMax)
                                      // publish each chunk's normalised output, merged by every O block as it gathers
-                                     // its input; 0 (the default: NOTES.md v19, slower): chunk 0's block merges them
+                                     // its input (30-68 µs per token slower); 0 (the default): chunk 0's block
+                                     // merges them
   void* logits = nullptr;            // [vocab] bf16 (not written by a screened launch: lm_screen)
   // The LM head's int8 screen (megakernel_screen_build, rows of megakernel_screen_row_bytes), or nullptr. The step
   // then streams the screen instead of the bf16 LM head, bounds every logit from it, and recomputes in bf16 (the
@@ -205,7 +207,7 @@ struct MegakernelArgs {
                                      // trace's "RoPE" stamp moves to after the attention passes (outputs unchanged)
   uint64_t* trace = nullptr;         // optional: [grid][megakernel_trace_events(layers)] globaltimer stamps
   // Set by launch_megakernel from the plan (callers leave it): where the workspace's buffers are. Read from the
-  // parameters, it takes no registers; computed by each thread, it held 38 of the G = 2 kernels' 252 (NOTES.md v22).
+  // parameters, it takes no registers; computed by each thread, it held 38 of the G = 2 kernels' 252.
   MegakernelWorkspaceLayout layout;
 };
 
