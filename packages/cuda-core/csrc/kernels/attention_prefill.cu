@@ -4,10 +4,11 @@
 // and keeps an online softmax per query row in float32 (log2 domain). Thread t owns query row t / 8 and, within
 // it, the key columns and output dims ≡ t mod 8, so a row's max and sum reduce over 8 lanes of one warp.
 // Any head_dim ≤ 256; rows are padded to an odd stride so the 8 key rows a warp reads at once hit 8 banks.
-// CUDA-core math for now: correctness first, tensor cores are a later issue.
+// This CUDA-core kernel now serves f32 and head dims the tensor-core kernels (attention_prefill_sm90.cu) lack.
 #include "../common/cuda_check.h"
 #include "../common/numeric.cuh"
 #include "attention_prefill.h"
+#include "attention_prefill_sm90.h"
 
 namespace qk {
 namespace {
@@ -178,6 +179,7 @@ cudaError_t launch_attention_prefill(const AttentionPrefillArgs& a, cudaStream_t
     return cudaErrorInvalidValue;
   }
   if (a.causal && a.position_offset + a.q_len > a.kv_len) return cudaErrorInvalidValue;
+  if (attention_prefill_tc_supported(a)) return launch_attention_prefill_tc(a, stream);
   QK_DISPATCH_FLOAT(a.dtype, T, { return launch_typed<T>(a, stream); });
   return cudaSuccess;
 }

@@ -1,0 +1,720 @@
+// Tensor-core prefill attention for bf16/f16. ATTENTION_SM90.md beside this file has the design and numbers.
+//
+// Two kernels share one tiling idea: a block owns kBM "rows", where a row is one (query, query head) pair and the
+// query heads of one KV head are packed side by side (GQA), so each K/V tile brought into shared memory serves
+// every query head that reads it. Rows r of a block map to query q0 + r / pack, head h0 + r % pack; since heads
+// are adjacent in memory, such a block of rows is a plain 2-D strided tile of q and out.
+//  - mma_kernel: FlashAttention-2 style, mma.sync m16n8k16 (sm_80+), cp.async double buffering, 4 warps.
+//  - wg_kernel: FlashAttention-3 style core on sm_90a (wgmma, P kept in registers), head_dim 128; picked at run
+//    time only on compute capability 9.0. See the second half of the file.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/cuda_check.h"
+#include "../common/mma.cuh"
+#include "attention_prefill_sm90.h"
+
+namespace qk {
+namespace attn_tc {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+/** 16-byte global→shared copy; when !valid the destination is zero-filled (tail rows must not hold NaN bits:
+ * a zero probability times a NaN value is still NaN). */
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// mma.sync kernel
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Shapes per head_dim: kMT m16 tiles per warp (2 where registers allow, for twice the reuse of each K/V
+ * fragment read from shared memory), kBK keys per tile. */
+template <int D, int BK = (D <= 128 ? 64 : 32)>
+struct MmaCfg {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMT = D <= 128 ? 2 : 1;
+  static constexpr int kBK = BK;
+  static constexpr int kBM = kWarps * kMT * 16;
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr size_t kSmem = static_cast<size_t>(kBM + 4 * kBK) * D * 2;
+  static_assert(kChunks >= 8, "the XOR swizzle needs 8 chunks per row");
+};
+
+/** Element offset of (row, 16-byte chunk) in a [rows][D] tile whose chunks are XOR-swizzled by row % 8, so the
+ * 8 rows an ldmatrix phase reads fall in 8 different bank groups. */
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+template <typename T, int D, int BK>
+__global__ void __launch_bounds__(MmaCfg<D, BK>::kThreads, 2)
+    mma_kernel(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+               int q_len, int kv_len, int q_heads, int kv_heads, int pack, int n_hgroups, int position_offset,
+               bool causal, float scale_log2) {
+  using C = MmaCfg<D, BK>;
+  constexpr int kBM = C::kBM, kBK = C::kBK, kMT = C::kMT, kChunks = C::kChunks;
+  constexpr int kNB = kBK / 8;  // n8 blocks of scores per m-tile
+  constexpr int kDB = D / 8;    // n8 blocks of output per m-tile
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sq = reinterpret_cast<T*>(smem_raw);
+  T* sk = sq + kBM * D;      // [2][kBK][D]
+  T* sv = sk + 2 * kBK * D;  // [2][kBK][D]
+
+  const int tid = threadIdx.x;
+  const int warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, c = lane & 3;
+
+  // One flat index, heaviest (latest) query tiles first across all head groups.
+  const int q_tiles = gridDim.x / n_hgroups;
+  const int q_tile = q_tiles - 1 - static_cast<int>(blockIdx.x) / n_hgroups;
+  const int hg = static_cast<int>(blockIdx.x) % n_hgroups;
+  const int pos_per_tile = kBM / pack;
+  const int q0 = q_tile * pos_per_tile;
+  const int h0 = hg * pack;
+  const int kv_head = h0 / (q_heads / kv_heads);
+  const int q_end = min(q0 + pos_per_tile, q_len);
+  const int kv_end = causal ? min(kv_len, position_offset + q_end) : kv_len;
+  const int first_pos = position_offset + q0;
+  const int64_t q_stride = static_cast<int64_t>(q_heads) * D;
+  const int64_t kv_stride = static_cast<int64_t>(kv_heads) * D;
+
+  // Q tile: row r is query q0 + r / pack, head h0 + r % pack.
+  for (int i = tid; i < kBM * kChunks; i += C::kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    const int t = q0 + r / pack;
+    const bool ok = t < q_len;
+    const T* src = q + (ok ? t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + ch * 8 : 0);
+    cp_async16(smem_addr(sq + swz<D>(r, ch)), src, ok);
+  }
+  const T* kbase = k + static_cast<int64_t>(kv_head) * D;
+  const T* vbase = v + static_cast<int64_t>(kv_head) * D;
+  auto load_kv = [&](int kt, int buf) {
+    T* dk = sk + buf * kBK * D;
+    T* dv = sv + buf * kBK * D;
+    for (int i = tid; i < kBK * kChunks; i += C::kThreads) {
+      const int r = i / kChunks, ch = i % kChunks;
+      const int key = kt + r;
+      const bool ok = key < kv_end;
+      const int64_t off = ok ? key * kv_stride + ch * 8 : 0;
+      cp_async16(smem_addr(dk + swz<D>(r, ch)), kbase + off, ok);
+      cp_async16(smem_addr(dv + swz<D>(r, ch)), vbase + off, ok);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  // Rows this thread holds: m-tile mt, half hf → block row warp*kMT*16 + mt*16 + g + 8*hf.
+  int row_pos[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; mt++)
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) row_pos[mt][hf] = first_pos + (warp * kMT * 16 + mt * 16 + g + 8 * hf) / pack;
+
+  float o[kMT][kDB][4];
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; mt++) {
+#pragma unroll
+    for (int db = 0; db < kDB; db++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[mt][db][e] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  const int n_tiles = (kv_end + kBK - 1) / kBK;
+  for (int it = 0; it < n_tiles; it++) {
+    const int kt = it * kBK;
+    cp_async_wait<0>();
+    __syncthreads();  // tile it landed for everyone, and nobody still reads the buffer refilled next
+    if (it + 1 < n_tiles) load_kv(kt + kBK, (it + 1) & 1);
+    cp_async_commit();
+    const T* tk = sk + (it & 1) * kBK * D;
+    const T* tv = sv + (it & 1) * kBK * D;
+
+    float s[kMT][kNB][4];
+#pragma unroll
+    for (int mt = 0; mt < kMT; mt++)
+#pragma unroll
+      for (int nb = 0; nb < kNB; nb++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[mt][nb][e] = 0.f;
+
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; mt++) {
+        const int r = warp * kMT * 16 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(qa[mt], smem_addr(sq + swz<D>(r, kk * 2 + (lane >> 4))));
+      }
+#pragma unroll
+      for (int nb2 = 0; nb2 < kBK / 16; nb2++) {
+        uint32_t kb[4];
+        const int r = nb2 * 16 + (lane & 7) + (lane >> 4) * 8;
+        ldmatrix_x4(kb, smem_addr(tk + swz<D>(r, kk * 2 + ((lane >> 3) & 1))));
+#pragma unroll
+        for (int mt = 0; mt < kMT; mt++) {
+          mma16816<T>(s[mt][2 * nb2], qa[mt], kb[0], kb[1]);
+          mma16816<T>(s[mt][2 * nb2 + 1], qa[mt], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Only tiles that cross the diagonal (or the end of the keys) need a mask.
+    const bool need_mask = kt + kBK > kv_len || (causal && kt + kBK - 1 > first_pos);
+#pragma unroll
+    for (int mt = 0; mt < kMT; mt++)
+#pragma unroll
+      for (int nb = 0; nb < kNB; nb++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float x = s[mt][nb][e] * scale_log2;
+          if (need_mask) {
+            const int j = kt + nb * 8 + 2 * c + (e & 1);
+            if (j >= kv_len || (causal && j > row_pos[mt][e >> 1])) x = -INFINITY;
+          }
+          s[mt][nb][e] = x;
+        }
+
+#pragma unroll
+    for (int mt = 0; mt < kMT; mt++) {
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nb = 0; nb < kNB; nb++) mx = fmaxf(mx, fmaxf(s[mt][nb][2 * hf], s[mt][nb][2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mnew = fmaxf(m[mt][hf], mx);
+        // A row can see no key of a tile yet (diagonal tiles): keep exp2 away from (-inf) - (-inf).
+        const float base = mnew == -INFINITY ? 0.f : mnew;
+        const float alpha = fast_exp2(m[mt][hf] - base);
+        m[mt][hf] = mnew;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < kNB; nb++) {
+          const float p0 = fast_exp2(s[mt][nb][2 * hf] - base);
+          const float p1 = fast_exp2(s[mt][nb][2 * hf + 1] - base);
+          s[mt][nb][2 * hf] = p0;
+          s[mt][nb][2 * hf + 1] = p1;
+          sum += p0 + p1;
+        }
+        l[mt][hf] = l[mt][hf] * alpha + sum;  // per-thread partial; the quad is summed once at the end
+#pragma unroll
+        for (int db = 0; db < kDB; db++) {
+          o[mt][db][2 * hf] *= alpha;
+          o[mt][db][2 * hf + 1] *= alpha;
+        }
+      }
+    }
+
+#pragma unroll
+    for (int j = 0; j < kBK / 16; j++) {
+      uint32_t pa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; mt++) {
+        pa[mt][0] = pack2<T>(s[mt][2 * j][0], s[mt][2 * j][1]);
+        pa[mt][1] = pack2<T>(s[mt][2 * j][2], s[mt][2 * j][3]);
+        pa[mt][2] = pack2<T>(s[mt][2 * j + 1][0], s[mt][2 * j + 1][1]);
+        pa[mt][3] = pack2<T>(s[mt][2 * j + 1][2], s[mt][2 * j + 1][3]);
+      }
+#pragma unroll
+      for (int db2 = 0; db2 < D / 16; db2++) {
+        uint32_t vb[4];
+        const int r = j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4_trans(vb, smem_addr(tv + swz<D>(r, db2 * 2 + (lane >> 4))));
+#pragma unroll
+        for (int mt = 0; mt < kMT; mt++) {
+          mma16816<T>(o[mt][2 * db2], pa[mt], vb[0], vb[1]);
+          mma16816<T>(o[mt][2 * db2 + 1], pa[mt], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < kMT; mt++) {
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float sum = l[mt][hf];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.f / sum;
+      const int r = warp * kMT * 16 + mt * 16 + g + 8 * hf;
+      const int t = q0 + r / pack;
+      if (t < q_len) {
+        T* dst = out + t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + 2 * c;
+#pragma unroll
+        for (int db = 0; db < kDB; db++) {
+          *reinterpret_cast<uint32_t*>(dst + db * 8) = pack2<T>(o[mt][db][2 * hf] * inv, o[mt][db][2 * hf + 1] * inv);
+        }
+      }
+    }
+  }
+}
+
+/** Query heads packed per block: the largest power of two ≤ 8 dividing the GQA ratio. */
+int gqa_pack(const AttentionPrefillArgs& a) {
+  const int64_t ratio = a.q_heads / a.kv_heads;
+  int p = 1;
+  while (p < 8 && ratio % (2 * p) == 0) p *= 2;
+  return p;
+}
+
+template <typename T, int D, int BK = MmaCfg<D>::kBK>
+cudaError_t launch_mma(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  using C = MmaCfg<D, BK>;
+  if (C::kSmem > 48 * 1024) {
+    static bool configured = false;  // once per instantiation
+    if (!configured) {
+      QK_RETURN_IF_ERROR(cudaFuncSetAttribute(mma_kernel<T, D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(C::kSmem)));
+      configured = true;
+    }
+  }
+  const int pack = gqa_pack(a);
+  const int n_hgroups = static_cast<int>(a.q_heads / pack);
+  const int64_t pos_per_tile = C::kBM / pack;
+  const int64_t q_tiles = (a.q_len + pos_per_tile - 1) / pos_per_tile;
+  const int64_t blocks = q_tiles * n_hgroups;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  mma_kernel<T, D, BK><<<static_cast<unsigned>(blocks), C::kThreads, C::kSmem, stream>>>(
+      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
+      static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
+      a.scale * kLog2e);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_mma_typed(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 64: return launch_mma<T, 64>(a, stream);
+    case 128: return launch_mma<T, 128>(a, stream);
+    case 256: return launch_mma<T, 256>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// wgmma kernel (sm_90a), head_dim 128
+// ---------------------------------------------------------------------------------------------------------------
+// Two warpgroups of 64 rows each share every K/V tile (128 keys). S = Q·Kᵀ runs as m64n128k16 wgmma with Q and K
+// read straight from shared memory; P stays in registers (the fp32 accumulator layout of S is, after rounding, the
+// register A-operand layout) for O += P·V, with V read from shared memory as a transposed (MN-major) B operand.
+// Tiles are stored in the 128-byte swizzled layout wgmma expects: a [rows][128] tile is two column blocks of 64
+// elements, each [rows][128 bytes] with 16-byte chunk c of row r stored at chunk c ^ (r % 8), blocks 1024-aligned.
+
+struct WgCfg {
+  static constexpr int kD = 128;
+  static constexpr int kBM = 128;
+  static constexpr int kBK = 128;
+  static constexpr int kThreads = 256;
+  static constexpr int kTileBytes = 128 * kD * 2;  // one 128-row tile, 32 KB
+  static_assert(kBM == 128 && kBK == 128, "Q and K/V tiles share kTileBytes");
+  // Q, then 2 or 3 stages of (K, V); +1 KB to align the base to the swizzle atom.
+  static constexpr size_t smem(int stages) { return static_cast<size_t>(kTileBytes) * (1 + 2 * stages) + 1024; }
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QK_WGMMA_OK 1
+#endif
+
+#ifdef QK_WGMMA_OK
+
+__device__ __forceinline__ int wg_swz(int row, int chunk) {
+  return (chunk >> 3) * (128 * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+/** Shared-memory matrix descriptor, 128-byte swizzle. */
+__device__ __forceinline__ uint64_t wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/** Ties registers written by an in-flight wgmma to the wait before them, so no read or write of them is scheduled
+ * ahead of it. */
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/** d (64 rows × 128 cols, fp32) = or += A·B with A (64×16) and B (16×128) both K-major in shared memory. */
+template <typename T>
+__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+  }
+}
+
+/** d += A·B with A (64×16) from registers (mma.sync A-fragment layout per warp) and B (16×128) MN-major in
+ * shared memory (the transpose flag set: V tiles are stored key-major, d contiguous). */
+template <typename T>
+__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+  }
+}
+#endif
+
+template <typename T, bool kPipelined>
+__global__ void __launch_bounds__(WgCfg::kThreads, 1)
+    wg_kernel(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+              int q_len, int kv_len, int q_heads, int kv_heads, int pack, int n_hgroups, int position_offset,
+              bool causal, float scale_log2) {
+#ifdef QK_WGMMA_OK
+  constexpr int D = WgCfg::kD, kBM = WgCfg::kBM, kBK = WgCfg::kBK, kChunks = D / 8;
+  constexpr int kStages = kPipelined ? 3 : 2;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const unsigned sq = sbase;
+  const unsigned skv = sbase + WgCfg::kTileBytes;  // stage s: K at skv + s * 2 * tile, V one tile later
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+  const int g = lane >> 2, c = lane & 3;
+
+  const int q_tiles = gridDim.x / n_hgroups;
+  const int q_tile = q_tiles - 1 - static_cast<int>(blockIdx.x) / n_hgroups;
+  const int hg = static_cast<int>(blockIdx.x) % n_hgroups;
+  const int pos_per_tile = kBM / pack;
+  const int q0 = q_tile * pos_per_tile;
+  const int h0 = hg * pack;
+  const int kv_head = h0 / (q_heads / kv_heads);
+  const int q_end = min(q0 + pos_per_tile, q_len);
+  const int kv_end = causal ? min(kv_len, position_offset + q_end) : kv_len;
+  const int first_pos = position_offset + q0;
+  const int64_t q_stride = static_cast<int64_t>(q_heads) * D;
+  const int64_t kv_stride = static_cast<int64_t>(kv_heads) * D;
+
+  for (int i = tid; i < kBM * kChunks; i += WgCfg::kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    const int t = q0 + r / pack;
+    const bool ok = t < q_len;
+    const T* src = q + (ok ? t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + ch * 8 : 0);
+    cp_async16(sq + wg_swz(r, ch), src, ok);
+  }
+  const T* kbase = k + static_cast<int64_t>(kv_head) * D;
+  const T* vbase = v + static_cast<int64_t>(kv_head) * D;
+  auto load_kv = [&](int kt, int buf) {
+    const unsigned dk = skv + buf * 2 * WgCfg::kTileBytes;
+    const unsigned dv = dk + WgCfg::kTileBytes;
+    for (int i = tid; i < kBK * kChunks; i += WgCfg::kThreads) {
+      const int r = i / kChunks, ch = i % kChunks;
+      const int key = kt + r;
+      const bool ok = key < kv_end;
+      const int64_t off = ok ? key * kv_stride + ch * 8 : 0;
+      cp_async16(dk + wg_swz(r, ch), kbase + off, ok);
+      cp_async16(dv + wg_swz(r, ch), vbase + off, ok);
+    }
+  };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  int row_pos[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) row_pos[hf] = first_pos + (wg * 64 + warp * 16 + g + 8 * hf) / pack;
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  // Scores of tile kt (in s) → probabilities packed as the A operand of P·V (pa); returns the rescale factor
+  // of the rows' running sums, per row half.
+  auto softmax_tile = [&](float (&s)[64], int kt, float (&alpha)[2], uint32_t (&pa)[kBK / 16][4]) {
+    const bool need_mask = kt + kBK > kv_len || (causal && kt + kBK - 1 > first_pos);
+#pragma unroll
+    for (int nb = 0; nb < kBK / 8; nb++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[nb * 4 + e] * scale_log2;
+        if (need_mask) {
+          const int j = kt + nb * 8 + 2 * c + (e & 1);
+          if (j >= kv_len || (causal && j > row_pos[e >> 1])) x = -INFINITY;
+        }
+        s[nb * 4 + e] = x;
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kBK / 8; nb++) mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * hf], s[nb * 4 + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mnew = fmaxf(m[hf], mx);
+      // A row can see no key of a diagonal tile yet: keep exp2 away from (-inf) - (-inf).
+      const float base = mnew == -INFINITY ? 0.f : mnew;
+      alpha[hf] = fast_exp2(m[hf] - base);
+      m[hf] = mnew;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kBK / 8; nb++) {
+        const float p0 = fast_exp2(s[nb * 4 + 2 * hf] - base);
+        const float p1 = fast_exp2(s[nb * 4 + 2 * hf + 1] - base);
+        s[nb * 4 + 2 * hf] = p0;
+        s[nb * 4 + 2 * hf + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[hf] = l[hf] * alpha[hf] + sum;  // per-thread partial; the quad is summed once at the end
+    }
+#pragma unroll
+    for (int j = 0; j < kBK / 16; j++) {
+      pa[j][0] = pack2<T>(s[(2 * j) * 4 + 0], s[(2 * j) * 4 + 1]);
+      pa[j][1] = pack2<T>(s[(2 * j) * 4 + 2], s[(2 * j) * 4 + 3]);
+      pa[j][2] = pack2<T>(s[(2 * j + 1) * 4 + 0], s[(2 * j + 1) * 4 + 1]);
+      pa[j][3] = pack2<T>(s[(2 * j + 1) * 4 + 2], s[(2 * j + 1) * 4 + 3]);
+    }
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int db = 0; db < D / 8; db++) {
+      o[db * 4 + 0] *= alpha[0];
+      o[db * 4 + 1] *= alpha[0];
+      o[db * 4 + 2] *= alpha[1];
+      o[db * 4 + 3] *= alpha[1];
+    }
+  };
+  auto issue_s = [&](float (&s)[64], unsigned tk) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
+      wgmma_ss_n128<T>(s, wg_desc(sq + koff + wg * 64 * 128, 16, 1024), wg_desc(tk + koff, 16, 1024), kk > 0);
+    }
+  };
+  auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], unsigned tv) {
+#pragma unroll
+    for (int j = 0; j < kBK / 16; j++) {
+      // 16 keys per step: two 8-row groups (SBO); the two 64-wide halves of d are one V column block apart (LBO).
+      wgmma_rs_n128<T>(o, pa[j], wg_desc(tv + j * 16 * 128, 128 * 128, 1024));
+    }
+  };
+  auto k_tile = [&](int it) { return skv + (it % kStages) * 2 * WgCfg::kTileBytes; };
+
+  const int n_tiles = (kv_end + kBK - 1) / kBK;
+  float s[64];
+  float alpha[2];
+  uint32_t pa[kBK / 16][4];
+  if constexpr (!kPipelined) {
+    for (int it = 0; it < n_tiles; it++) {
+      cp_async_wait<0>();
+      fence_proxy_async();  // cp.async wrote through the generic proxy; wgmma reads through the async proxy
+      __syncthreads();      // tile it landed for all, and the buffer refilled next is no longer read
+      if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
+      cp_async_commit();
+      wg_fence();
+      issue_s(s, k_tile(it));
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(s);
+      softmax_tile(s, it * kBK, alpha, pa);
+      rescale_o(alpha);
+      wg_fence();
+      issue_pv(pa, k_tile(it) + WgCfg::kTileBytes);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(o);
+    }
+  } else {
+    // P·V of tile it-1 runs on the tensor cores while this warpgroup computes the softmax of tile it (its
+    // S GEMM was queued first, so waiting for all but the newest group waits exactly for S). Three K/V stages:
+    // V of tile it-1 is still read while tile it+1 streams in.
+    uint32_t pa_next[kBK / 16][4];
+    for (int it = 0; it < n_tiles; it++) {
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
+      cp_async_commit();
+      wg_fence();
+      issue_s(s, k_tile(it));
+      wg_commit();
+      if (it > 0) {
+        issue_pv(pa, k_tile(it - 1) + WgCfg::kTileBytes);
+        wg_commit();
+        wg_wait<1>();
+      } else {
+        wg_wait<0>();
+      }
+      reg_fence(s);
+      softmax_tile(s, it * kBK, alpha, pa_next);
+      wg_wait<0>();
+      reg_fence(o);
+      reg_fence(pa);
+      rescale_o(alpha);
+#pragma unroll
+      for (int j = 0; j < kBK / 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) pa[j][e] = pa_next[j][e];
+    }
+    if (n_tiles > 0) {
+      wg_fence();
+      issue_pv(pa, k_tile(n_tiles - 1) + WgCfg::kTileBytes);
+      wg_commit();
+      wg_wait<0>();
+      reg_fence(o);
+    }
+  }
+
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    float sum = l[hf];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int r = wg * 64 + warp * 16 + g + 8 * hf;
+    const int t = q0 + r / pack;
+    if (t < q_len) {
+      T* dst = out + t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + 2 * c;
+#pragma unroll
+      for (int db = 0; db < D / 8; db++) {
+        *reinterpret_cast<uint32_t*>(dst + db * 8) = pack2<T>(o[db * 4 + 2 * hf] * inv, o[db * 4 + 2 * hf + 1] * inv);
+      }
+    }
+  }
+#else
+  __trap();  // built for a target without wgmma; the launcher only picks this kernel on sm_90
+#endif
+}
+
+template <typename T, bool kPipelined>
+cudaError_t launch_wg(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  const size_t smem = WgCfg::smem(kPipelined ? 3 : 2);
+  static bool configured = false;  // once per instantiation
+  if (!configured) {
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(wg_kernel<T, kPipelined>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem)));
+    configured = true;
+  }
+  const int pack = gqa_pack(a);
+  const int n_hgroups = static_cast<int>(a.q_heads / pack);
+  const int64_t pos_per_tile = WgCfg::kBM / pack;
+  const int64_t q_tiles = (a.q_len + pos_per_tile - 1) / pos_per_tile;
+  const int64_t blocks = q_tiles * n_hgroups;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  wg_kernel<T, kPipelined><<<static_cast<unsigned>(blocks), WgCfg::kThreads, smem, stream>>>(
+      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
+      static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
+      a.scale * kLog2e);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_wg_typed(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  if (a.head_dim != 128) return cudaErrorInvalidValue;
+  return launch_wg<T, true>(a, stream);
+}
+
+/** Compute capability of the current device as major * 10 + minor, queried once per device. */
+int device_cc() {
+  static int cached[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (dev < 0 || dev >= 64) return 0;
+  if (cached[dev] == 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      return 0;
+    }
+    cached[dev] = major * 10 + minor;
+  }
+  return cached[dev];
+}
+
+}  // namespace
+}  // namespace attn_tc
+
+using attn_tc::device_cc;
+using attn_tc::launch_mma_typed;
+using attn_tc::launch_wg_typed;
+
+bool attention_prefill_tc_supported(const AttentionPrefillArgs& a) {
+  if (a.dtype != DType::BF16 && a.dtype != DType::F16) return false;
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
+  return device_cc() >= 80;  // mma.sync m16n8k16 with bf16 needs sm_80
+}
+
+cudaError_t launch_attention_prefill_tc(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  // wgmma exists only on sm_90 proper (not on later majors, which run the sm_80 path or JIT-compiled PTX).
+  if (device_cc() == 90 && a.head_dim == 128) {
+    if (a.dtype == DType::BF16) return launch_wg_typed<__nv_bfloat16>(a, stream);
+    if (a.dtype == DType::F16) return launch_wg_typed<__half>(a, stream);
+  }
+  if (a.dtype == DType::BF16) return launch_mma_typed<__nv_bfloat16>(a, stream);
+  if (a.dtype == DType::F16) return launch_mma_typed<__half>(a, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace qk
