@@ -11,8 +11,10 @@ Prints JSON: {"torch", "transformers", "device", "results": [{"peer", "position"
 Prefill (--prefill LENGTHS; then only prefill is measured): latency of prompt forward + first token, as qk's prefill
 ms is measured: after torch.cuda.synchronize(), the wall clock around model(input_ids=[1, L], use_cache=True) on a
 fresh dynamic cache and the host read-back of the last position's argmax. Only last-position logits are computed when
-the model's forward takes logits_to_keep (or num_logits_to_keep), as `generate` asks for. Peer `eager` only (hf-eager);
-`graph` has no prefill counterpart and is skipped. One untimed warm-up per length, then --runs timed runs.
+the model's forward takes logits_to_keep (or num_logits_to_keep), as `generate` asks for. Two peers, by HF's attention
+implementation: `sdpa` (hf-sdpa: torch's scaled_dot_product_attention, HF's default) and `eager` (hf-eager: HF's own
+matmul + softmax attention); decode's `graph` has no prefill counterpart and is skipped. One untimed warm-up per
+length, then --runs timed runs.
 Prints JSON: {"torch", "transformers", "device", "mode": "prefill", "results": [{"peer", "length", "runs", "ms",
 "samples"}]}, where ms is the median and samples every run's ms.
 
@@ -21,7 +23,7 @@ The JSON goes to stdout (one line) and, with --out, to that file; progress goes 
 
 Usage: python3 hf_decode.py CKPT_DIR --positions 1,128,1024 [--tokens 128] [--runs 3] [--peers eager,graph]
        [--dtype bfloat16] [--out OUT.json]
-       python3 hf_decode.py CKPT_DIR --prefill 128,512,2048 [--runs 3] [--peers eager] [--dtype bfloat16]
+       python3 hf_decode.py CKPT_DIR --prefill 128,512,2048 [--runs 3] [--peers sdpa,eager] [--dtype bfloat16]
        [--out OUT.json]
 """
 import argparse
@@ -121,27 +123,52 @@ def run_prefill(model, ids, extra):
     return time.perf_counter() - t0
 
 
+PREFILL_PEERS = {"sdpa": "hf-sdpa", "eager": "hf-eager"}
+
+
+def use_attention(model, impl):
+    """Switches the loaded model's attention implementation (sdpa or eager) in place."""
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is not None:
+        setter(impl)
+        return
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = impl
+
+
 def prefill(model, a):
     extra = last_logits_kwargs(model)
     if not extra:
         print("prefill: forward takes no logits_to_keep; logits cover every prompt position", file=sys.stderr)
-    # A fresh process meets cold kernels, cuBLAS heuristics and idle clocks on its first forwards: run every length
-    # once before any is timed, so the first length is not charged for the whole process's start.
     lengths = [int(n) for n in a.prefill.split(",")]
-    for length in lengths:
-        run_prefill(model, prompt_ids(length, model.config.vocab_size), extra)
     results = []
+    warmed = False
     for peer in a.peers.split(","):
-        if peer != "eager":
-            print(f"prefill: peer {peer!r} skipped (only eager has a prefill counterpart)", file=sys.stderr)
+        if peer not in PREFILL_PEERS:
+            print(f"prefill: peer {peer!r} skipped (prefill peers: {', '.join(PREFILL_PEERS)})", file=sys.stderr)
             continue
+        use_attention(model, peer)
+        if not warmed:
+            # A fresh process meets cold kernels, cuBLAS heuristics and idle clocks on its first forwards: run every
+            # length once before any is timed, so the first length is not charged for the whole process's start.
+            for length in lengths:
+                run_prefill(model, prompt_ids(length, model.config.vocab_size), extra)
+            warmed = True
+        name = PREFILL_PEERS[peer]
         for length in lengths:
             ids = prompt_ids(length, model.config.vocab_size)
-            run_prefill(model, ids, extra)  # untimed warm-up at this length
-            samples = [run_prefill(model, ids, extra) * 1000 for _ in range(a.runs)]
-            results.append({"peer": "hf-eager", "length": length, "runs": a.runs, "ms": statistics.median(samples),
+            try:
+                run_prefill(model, ids, extra)  # untimed warm-up at this length (and this implementation)
+                samples = [run_prefill(model, ids, extra) * 1000 for _ in range(a.runs)]
+            except torch.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                print(f"{name:>16} prefill {length:>5}: out of GPU memory, not measured", file=sys.stderr)
+                continue
+            results.append({"peer": name, "length": length, "runs": a.runs, "ms": statistics.median(samples),
                             "samples": samples})
-            print(f"{'hf-eager':>16} prefill {length:>5}: {results[-1]['ms']:.2f} ms", file=sys.stderr)
+            print(f"{name:>16} prefill {length:>5}: {results[-1]['ms']:.2f} ms", file=sys.stderr)
     return results
 
 

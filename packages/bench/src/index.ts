@@ -6,6 +6,7 @@ export {
   type E2eStats,
   HF_DECODE_PEERS,
   HF_PEERS,
+  HF_PREFILL_PEERS,
   type HfDecodePeer,
   PATCH_VARIANTS,
   type PatchSuiteOptions,

@@ -284,12 +284,15 @@ describe('runDecodeSuite notes', () => {
 });
 
 describe('runPrefillSuite', () => {
-  it('reports prefill ms per length with the HF eager ratio', async () => {
+  it('reports prefill ms per length with the ratio to each HF attention implementation', async () => {
     process.env.QK_PYTHON = fakePython({
       torch: '2.9',
       transformers: '4.57',
       mode: 'prefill',
-      results: [{ peer: 'hf-eager', length: 128, ms: 9 }],
+      results: [
+        { peer: 'hf-sdpa', length: 128, ms: 7 },
+        { peer: 'hf-eager', length: 128, ms: 9 },
+      ],
     });
     const rng = new Rng(8);
     const r = await runPrefillSuite({
@@ -306,7 +309,14 @@ describe('runPrefillSuite', () => {
     expect(b!.timing.median).toBeGreaterThan(a!.timing.median);
     const p = a!.peers['hf-eager'];
     expect(p && 'ratio' in p && p.ratio).toBeCloseTo(9 / a!.timing.median, 9);
+    const s = a!.peers['hf-sdpa'];
+    expect(s && 'ratio' in s && s.ratio).toBeCloseTo(7 / a!.timing.median, 9);
     expect(b!.peers).toEqual({});
+    expect(r.peers.map((x) => [x.name, x.available])).toEqual([
+      ['hf-sdpa', true],
+      ['hf-eager', true],
+    ]);
+    expect(r.charts[0]!.peers).toEqual(['hf-sdpa', 'hf-eager']);
   });
 });
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Reference logits from Hugging Face transformers' own Qwen3, the oracle qk's engines are checked against.
 
-Builds a Qwen3ForCausalLM with random weights (transformers' own initialisation: normal, std 0.02; norms 1) at a
-preset's shapes, saves it as an HF checkpoint directory, then runs a seeded random prompt and HF's greedy decode
-with its KV cache, recording the logits of every step. qk loads the same checkpoint, feeds the same prompt and
-then HF's tokens one at a time (teacher forcing) and compares logits and argmax step by step
-(`qk model compare DIR`).
+Builds a Qwen3ForCausalLM with random weights (transformers' own initialisation: normal, std 0.02; norms 1, or
+U(0.5, 1.5) with --random-norms) at a preset's shapes, saves it as an HF checkpoint directory, then runs a seeded
+random prompt and HF's greedy decode with its KV cache, recording the logits of every step. qk loads the same
+checkpoint, feeds the same prompt and then HF's tokens one at a time (teacher forcing) and compares logits and argmax
+step by step (`qk model compare DIR`).
 
 Writes into OUT: the checkpoint (config.json, model.safetensors, generation_config.json), reference.json
 (prompt ids, HF's greedy ids, shapes, versions) and logits.f32 (raw little-endian float32, [steps, vocab]).
@@ -17,7 +17,7 @@ compare OUT` checks an engine against, say, HF in float32 over the same bf16 wei
 agrees with DIR's own logits: the spread between two HF runs of one checkpoint.
 
 Usage: python3 hf_reference.py OUT --preset 0.6b|1.7b|4b|8b|tiny-fixture [--dtype bfloat16|float32] [--prompt-len 32]
-       [--steps 64] [--seed 0] [--device cuda|cpu]
+       [--steps 64] [--seed 0] [--random-norms] [--device cuda|cpu]
        python3 hf_reference.py OUT --from DIR [--dtype float32] [--attention eager|sdpa] [--device cuda|cpu]
 """
 import argparse
@@ -55,6 +55,9 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--random-norms", action="store_true",
+                    help="draw every RMSNorm weight (input, post-attention, QK-norm, final) from U(0.5, 1.5) instead "
+                         "of HF's ones, so an engine that skips or misplaces a norm weight cannot agree by accident")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
     if (a.preset is None) == (a.source is None):
@@ -69,6 +72,12 @@ def main():
     cfg._attn_implementation = a.attention
     with torch.device(a.device):
         model = Qwen3ForCausalLM(cfg)
+    if a.random_norms:
+        gn = torch.Generator(device="cpu").manual_seed(a.seed + 7)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.endswith("norm.weight"):
+                    param.copy_(0.5 + torch.rand(param.shape, generator=gn))
     model = model.to(dtype).eval()
     os.makedirs(a.out, exist_ok=True)
     model.save_pretrained(a.out, safe_serialization=True)
@@ -95,6 +104,7 @@ def main():
         "preset": a.preset,
         "dtype": a.dtype,
         "attention": a.attention,
+        "randomNorms": a.random_norms,
         "promptIds": prompt[0].tolist(),
         "greedyIds": greedy,
         "steps": a.steps,

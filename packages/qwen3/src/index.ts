@@ -50,7 +50,12 @@ export {
   isEngineName,
   megakernelUnsupported,
 } from './engine/index.js';
-export { createLayeredEngine, type LayeredEngineOptions, megakernelHandoff } from './engine/layered.js';
+export {
+  createLayeredEngine,
+  DEFAULT_PREFILL_CHUNK,
+  type LayeredEngineOptions,
+  megakernelHandoff,
+} from './engine/layered.js';
 export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';
 export {
   QkAbortError,

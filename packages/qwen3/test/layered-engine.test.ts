@@ -44,6 +44,29 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     });
   }
 
+  it('prefills a long prompt in chunks (a last chunk shorter than the rest) as the cpu engine does in one pass', () => {
+    const config = smallConfig({ numKvHeads: 2 });
+    const cpu = createCpuEngine(config, randomWeights(config, 31), { maxContext: 128 });
+    const chunked = createLayeredEngine(config, toCuda(randomWeights(config, 31)), {
+      maxContext: 128,
+      prefillChunk: 13,
+    });
+    // 61 prompt tokens: chunks of 13, 13, 13, 13 and 9, then decode steps over the chunked cache.
+    const ids = randomIds(66, config.vocabSize, 32);
+    const want = trace(cpu, ids, 61);
+    const got = trace(chunked, ids, 61);
+    for (let s = 0; s < want.length; s++) {
+      const c = closenessOf(got[s]!, want[s]!);
+      expect(c.relL2, `step ${s}`).toBeLessThan(2e-5);
+      expect(got[s]!.every(Number.isFinite)).toBe(true);
+    }
+    expect(() =>
+      createLayeredEngine(config, toCuda(randomWeights(config, 31)), { maxContext: 8, prefillChunk: 0 }),
+    ).toThrow(QkValueError);
+    cpu.dispose();
+    chunked.dispose();
+  });
+
   it('decodes across cache-row buckets (one captured graph each) as the cpu engine does', () => {
     // Decode steps at positions 250 … 265 run the graph of the 256-row bucket, then capture and run the 512-row one.
     const config = smallConfig();

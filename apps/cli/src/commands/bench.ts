@@ -81,7 +81,8 @@ Options:
   --engines LIST     end-to-end: engines to measure, comma-separated (e.g. layered,megakernel)
   --positions LIST   decode: positions (default 1,128,512,1024,4096; CPU 1,16,64)
   --tokens N         decode: tokens per run (default 256; CPU 16); patch: decode tokens (default 128)
-  --lengths LIST     prefill and patch: prompt lengths (default 128,256,512,1024,2048; CPU 16,64)
+  --lengths LIST     prefill and patch: prompt lengths (default prefill 128,512,1024,2048,4096,8192, patch
+                     128,256,512,1024,2048; CPU 16,64)
   --runs N           end-to-end: runs per case, median reported (default 3)
   --no-layered       decode with --engine X: do not also measure the layered engine
   -h, --help         this help
@@ -318,7 +319,12 @@ async function runE2e(
         open: (e) => open(e, maxContext),
       });
     }
-    const lengths = intList(values.lengths, cpu ? [16, 64] : [128, 256, 512, 1024, 2048], 'lengths');
+    const prefillLengths = cpu ? [16, 64] : [128, 512, 1024, 2048, 4096, 8192];
+    const lengths = intList(
+      values.lengths,
+      suite === 'prefill' ? prefillLengths : cpu ? [16, 64] : [128, 256, 512, 1024, 2048],
+      'lengths',
+    );
     if (suite === 'prefill') {
       const maxContext = Math.max(...lengths) + 2;
       return runPrefillSuite({ ...common, engines, lengths, open: (e) => open(e, maxContext) });

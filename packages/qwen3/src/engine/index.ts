@@ -25,6 +25,11 @@ export interface EngineOptions {
   /** Only ids below this are generated (default: the whole vocabulary); pass the tokenizer's `vocabSize`. */
   readonly vocabLimit?: number;
   /**
+   * GPU engines: prompt tokens per prefill pass (default 4096); longer prompts prefill in chunks, so temporary
+   * memory is bounded by the chunk.
+   */
+  readonly prefillChunk?: number;
+  /**
    * `megakernel` only: decode steps per kernel launch, 1–64 (default 4, or QK_MEGAKERNEL_STEPS), greedy or sampled
    * with a top-k of at most 64. Tokens still reach the caller one at a time, as the kernel makes them.
    */
@@ -93,8 +98,8 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
  * serves in bf16 ({@link megakernelUnsupported}: Hopper or newer, the dense head-128 shapes), else `'layered'`;
  * without a GPU, `'cpu'`. The megakernel engine decodes in the megakernel up to its hand-off position and in the
  * layered graph beyond (`megakernelUntil`), so it is at least as fast as the layered engine at every position
- * measured (packages/cuda-core/csrc/megakernel/NOTES.md, v7); it has no swappable modules: name `'layered'` to
- * patch modules. Without `config`, a GPU gives `'layered'`.
+ * measured (packages/cuda-core/csrc/megakernel/DESIGN.md, "Numbers"); it has no swappable modules: name `'layered'`
+ * to patch modules. Without `config`, a GPU gives `'layered'`.
  */
 export function defaultEngine(config?: Qwen3Config): EngineName {
   if (!cudaAvailable()) return 'cpu';

@@ -83,9 +83,9 @@ export interface LayeredEngineOptions {
    * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (the end of the longest
    * context at which the megakernel was measured faster than the layered graph on an H100: 8,448 for Qwen3-0.6B), or
    * the environment variable QK_MEGAKERNEL_UNTIL. The megakernel splits a head's attention over at most grid / KV
-   * heads blocks, so its cost per position of context is higher than the layered split-KV attention's, and far
-   * enough into a long context the layered graph would win (NOTES.md, v10 and v33). A value ≥ maxContext keeps every
-   * decode step in the megakernel.
+   * heads blocks, so its cost per position of context is higher than the layered split-KV attention's (on an H100,
+   * per 1,024 positions: 54 against 45 µs per token for Qwen3-0.6B, 77 against 38 for 8B), and far enough into a long
+   * context the layered graph would win. A value ≥ maxContext keeps every decode step in the megakernel.
    */
   readonly megakernelUntil?: number;
   /**
@@ -95,15 +95,27 @@ export interface LayeredEngineOptions {
    * of 16), unless QK_MEGAKERNEL_SCREEN=0.
    */
   readonly megakernelScreen?: boolean;
+  /**
+   * Prompt tokens per prefill pass (default {@link DEFAULT_PREFILL_CHUNK}). A longer prompt is prefilled chunk by
+   * chunk, each chunk attending to the cache rows the earlier ones wrote, so the temporary activations (the largest
+   * is chunk × FFN size × 2 for the gate/up projection) are bounded by the chunk, not by the prompt.
+   */
+  readonly prefillChunk?: number;
 }
 
 /**
+ * Default prompt tokens per prefill pass: large enough that every GEMM has thousands of rows (the tensor cores stay
+ * busy), small enough that the 8B gate/up activation of a chunk stays near 200 MB.
+ */
+export const DEFAULT_PREFILL_CHUNK = 4096;
+
+/**
  * Where the megakernel hands decoding to the layered graph, per published dense shape, measured on an H100 (bf16,
- * the megakernel alone against the layered engine, 256 decode tokens from each position, medians of 3; NOTES.md v33,
- * docs/h100/megakernel-v33/runs/r83c, r83d). The megakernel was the faster one at every position measured, up to
- * 8,192: there 1.33× (0.6B), 1.24× (1.7B), 1.14× (4B) and 1.10× (8B). Each entry is the end of the longest
- * run (its start plus the 256 tokens it decoded), past which nothing was measured. Keyed by hidden size, layers,
- * query heads, KV heads and FFN size.
+ * the megakernel alone against the layered engine, 256 decode tokens from each position, medians of 3;
+ * packages/cuda-core/csrc/megakernel/DESIGN.md, "Steps per launch and the host"). The megakernel was the faster one
+ * at every position measured, up to 8,192: there 1.33× (0.6B), 1.24× (1.7B), 1.14× (4B) and 1.10× (8B). Each entry
+ * is the end of the longest run (its start plus the 256 tokens it decoded), past which nothing was measured. Keyed by
+ * hidden size, layers, query heads, KV heads and FFN size.
  */
 const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
   { shape: [1024, 28, 16, 8, 3072], position: 8448 },
@@ -263,6 +275,10 @@ export function createLayeredEngine(
   const { maxContext } = options;
   if (!Number.isSafeInteger(maxContext) || maxContext < 1) {
     throw new QkValueError(op, 'maxContext', `must be a positive integer, got ${maxContext}.`);
+  }
+  const prefillChunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
+  if (!Number.isSafeInteger(prefillChunk) || prefillChunk < 1) {
+    throw new QkValueError(op, 'prefillChunk', `must be a positive integer, got ${options.prefillChunk}.`);
   }
   const { hiddenSize: hidden, numHeads: H, numKvHeads: KV, headDim: D, vocabSize } = config;
   const vocabLimit = Math.min(options.vocabLimit ?? vocabSize, vocabSize);
@@ -576,8 +592,21 @@ export function createLayeredEngine(
     return b;
   }
 
-  /** Prefill of `ids` at `start…`: fills the cache; returns the last position's logits `[1, vocab]` (a new tensor). */
+  /**
+   * Prefill of `ids` at `start…`, at most `prefillChunk` tokens per pass: fills the cache; returns the last
+   * position's logits `[1, vocab]` (a new tensor).
+   */
   function prefill(ids: readonly number[], start: number): T {
+    const n = ids.length;
+    for (let c = 0; c + prefillChunk < n; c += prefillChunk) {
+      prefillPass(ids.slice(c, c + prefillChunk), start + c, false);
+    }
+    const last = Math.floor((n - 1) / prefillChunk) * prefillChunk;
+    return prefillPass(ids.slice(last), start + last, true)!;
+  }
+
+  /** One prefill pass over `ids` at `start…`; with `logits`, returns the last position's logits (a new tensor). */
+  function prefillPass(ids: readonly number[], start: number, logits: boolean): T | null {
     const n = ids.length;
     const positions = Tensor.fromStorage(
       Int32Array.from(ids, (_, i) => start + i),
@@ -597,7 +626,7 @@ export function createLayeredEngine(
     };
     try {
       runLayers(table.modules, { ...buffers, qkv: null }, n, start, null);
-      return linear(buffers.x.slice(n - 1), lmHead);
+      return logits ? linear(buffers.x.slice(n - 1), lmHead) : null;
     } finally {
       for (const t of Object.values(buffers)) t.dispose();
     }
