@@ -13,6 +13,7 @@
 #include "../common/mma.cuh"
 #include "../common/numeric.cuh"
 #include "gemm.h"
+#include "gemm_sm90.h"
 
 namespace qk {
 namespace {
@@ -281,6 +282,8 @@ cudaError_t launch_gemm(const GemmArgs& g, cudaStream_t stream) {
   if (g.m < 0 || g.n < 0 || g.k < 0 || g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX)
     return cudaErrorInvalidValue;
   if ((g.n + 63) / 64 > INT32_MAX) return cudaErrorInvalidValue;
+  // Hopper with TMA-describable operands: the wgmma kernel; everything else stays on the mma.sync kernel.
+  if (gemm_sm90_applies(g)) return launch_gemm_sm90(g, stream);
   switch (g.act) {
     case Activation::None: return run_act<Activation::None>(g, stream);
     case Activation::Silu: return run_act<Activation::Silu>(g, stream);

@@ -1,0 +1,565 @@
+// Hopper (sm_90a) GEMM for launch_gemm: out[M, N] = act(a[M, K] · b[N, K]ᵀ + bias[N]), bf16/f16, fp32 accumulation.
+//
+// One persistent block per SM (384 threads) walks output tiles of 128 × BN. Warpgroup 0 is the producer: one
+// thread streams 64-wide K slices of A and B into a ring of 128-byte-swizzled shared-memory stages with TMA,
+// each stage signalled by a "full" mbarrier (transaction bytes) and handed back through an "empty" mbarrier.
+// Warpgroups 1 and 2 consume with wgmma straight from the swizzled stages, either sharing each tile (64 rows
+// each) or taking alternate tiles (ping-pong) so that one's epilogue runs under the other's main loop. The
+// epilogue (bias, activation) runs from registers with masked stores. GEMM_SM90.md has the reasoning and the
+// measurements.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/cuda_check.h"
+#include "../common/launch.cuh"
+#include "../common/numeric.cuh"
+#include "gemm_sm90.h"
+
+// wgmma and setmaxnreg exist only in the arch-specific sm_90a target; every other target (the 90-virtual PTX,
+// older or newer GPUs) gets a kernel body that traps, and the host never launches it there.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define QK_GEMM_SM90A 1
+#endif
+
+namespace qk {
+namespace sm90 {
+namespace {
+
+constexpr int kBM = 128;          // two consumer warpgroups × wgmma's M of 64
+constexpr int kBK = 64;           // one 128-byte swizzle row of 16-bit elements
+constexpr int kThreads = 384;     // producer warpgroup + 2 consumer warpgroups
+constexpr int kSmemBudget = 196608;  // stage ring; the rest of the 227 KB is alignment slack and barriers
+
+template <int BN>
+constexpr int stage_bytes() {
+  return (kBM + BN) * kBK * 2;
+}
+template <int BN>
+constexpr int stages() {
+  return std::min(8, kSmemBudget / stage_bytes<BN>());
+}
+template <int BN>
+constexpr int smem_bytes() {
+  return stages<BN>() * stage_bytes<BN>() + 1024 + (2 * stages<BN>() + 2) * 8 + 2 * 2 * BN * 4;
+}
+
+#ifdef QK_GEMM_SM90A
+
+constexpr int kConsumerWarps = 8;  // each arrives once on a stage's empty barrier
+
+__device__ __forceinline__ uint32_t cvta_smem(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(cvta_smem(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(cvta_smem(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(cvta_smem(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = cvta_smem(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+/** 2-D TMA tile load (x = K element, y = row); rows or columns past the tensor arrive as zeros. */
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(cvta_smem(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(cvta_smem(bar))
+      : "memory");
+}
+
+/**
+ * wgmma shared-memory descriptor of a K-major tile written by TMA with 128-byte swizzle: rows of 128 bytes in
+ * 8-row (1024-byte) swizzle atoms, so the stride between atoms is 1024; the leading offset is unused for
+ * K-major swizzled layouts. Stepping 16 elements along K inside the atom is a plain 32-byte address offset.
+ */
+__device__ __forceinline__ uint64_t smem_desc(const void* p) {
+  const uint64_t addr = cvta_smem(p);
+  return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(scale_d));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(scale_d));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void wgmma_n256(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(scale_d));
+  }
+}
+
+
+/** Pins accumulator registers in place so that no ordinary instruction moves across a wgmma wait or fence. */
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <typename T, int BN>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (BN == 256) {
+    wgmma_n256<T>(d, da, db, scale_d);
+  } else if constexpr (BN == 128) {
+    wgmma_n128<T>(d, da, db, scale_d);
+  } else {
+    wgmma_n64<T>(d, da, db, scale_d);
+  }
+}
+
+/** Grouped rasterisation: walk `group_m` row blocks down before stepping right, so resident tiles share A and B in L2. */
+__device__ __forceinline__ void tile_coords(int tile, int m_blocks, int n_blocks, int group_m, int* mb, int* nb) {
+  const int per_group = group_m * n_blocks;
+  const int group = tile / per_group;
+  const int first_m = group * group_m;
+  const int rows = min(m_blocks - first_m, group_m);
+  const int r = tile - group * per_group;
+  *mb = first_m + r % rows;
+  *nb = r / rows;
+}
+
+#endif  // QK_GEMM_SM90A
+
+#ifdef QK_GEMM_SM90A
+/**
+ * activate<A> (gemv.h) with the hardware's fast exp / reciprocal / tanh: the epilogue sits on the critical path
+ * of every tile, and these differ from the exact forms by a few float ulps (tanh.approx by ~2^-11 relative),
+ * far under the one bf16/f16 rounding that follows.
+ */
+template <Activation A>
+__device__ __forceinline__ float fast_activate(float v) {
+  if constexpr (A == Activation::Silu) {
+    return __fdividef(v, 1.f + __expf(-v));
+  } else if constexpr (A == Activation::GeluTanh) {
+    const float u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return 0.5f * v * (1.f + t);
+  } else {
+    return activate<A>(v);
+  }
+}
+
+template <typename T>
+using Pair = typename std::conditional<std::is_same_v<T, __nv_bfloat16>, __nv_bfloat162, __half2>::type;
+#endif
+
+/**
+ * PP = false ("cooperative"): both consumer warpgroups work on one 128 × BN tile, 64 rows each, and every stage
+ * is read by both. PP = true ("ping-pong"): each consumer warpgroup owns whole 128 × BN tiles (two m64 halves),
+ * taking alternate tiles of the block's sequence. The producer fills the ring in tile order, so one
+ * warpgroup's main loop runs while the other stores its previous tile: the epilogue leaves the critical path.
+ */
+template <typename T, int BN, bool PP, Activation A>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     T* __restrict__ out, const T* __restrict__ bias, int M, int N, int K, int group_m,
+                     int paired_stores) {
+#ifdef QK_GEMM_SM90A
+  constexpr int S = stages<BN>();
+  constexpr int kTileA = kBM * kBK;  // elements
+  constexpr int kTileB = BN * kBK;
+  constexpr int kHalves = PP ? 2 : 1;  // m64 slices per consumer warpgroup
+  constexpr uint32_t kStageTx = static_cast<uint32_t>(stage_bytes<BN>());
+  extern __shared__ unsigned char smem_raw[];
+  // 128-byte swizzle atoms must start on 1024-byte boundaries; the dynamic base is only 16-byte aligned.
+  unsigned char* smem = smem_raw + ((1024 - (cvta_smem(smem_raw) & 1023)) & 1023);
+  T* sa = reinterpret_cast<T*>(smem);
+  T* sb = sa + S * kTileA;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sb + S * kTileB);
+  uint64_t* empty = full + S;
+  uint64_t* turn = empty + S;  // ping-pong: turn[c] passes the main loop to consumer c
+  float* bias_smem = reinterpret_cast<float*>(turn + 2);  // [consumer][2 tiles in flight][BN]
+
+  const int m_blocks = (M + kBM - 1) / kBM;
+  const int n_blocks = (N + BN - 1) / BN;
+  const int tiles = m_blocks * n_blocks;
+  const int k_blocks = (K + kBK - 1) / kBK;
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], PP ? kConsumerWarps / 2 : kConsumerWarps);
+    }
+    mbar_init(&turn[0], kConsumerWarps / 2);
+    mbar_init(&turn[1], kConsumerWarps / 2);
+    // Make the initialised barriers visible to the copy engine before any TMA names them.
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // The producer needs few registers; giving them up lets each consumer hold 128 fp32 accumulators.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int mb, nb;
+        tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
+        for (int kb = 0; kb < k_blocks; kb++) {
+          // A fresh barrier counts as having completed the phase before its first, so the first lap never waits.
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_expect_tx(&full[stage], kStageTx);
+          tma_load_2d(sa + stage * kTileA, &map_a, kb * kBK, mb * kBM, &full[stage]);
+          tma_load_2d(sb + stage * kTileB, &map_b, kb * kBK, nb * BN, &full[stage]);
+          if (++stage == S) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int consumer = wg - 1;
+    const int t = static_cast<int>(threadIdx.x) - 128 * wg;
+    const int warp = t >> 5;
+    const int lane = t & 31;
+    float acc[kHalves][BN / 2];
+#pragma unroll
+    for (int h = 0; h < kHalves; h++)
+#pragma unroll
+      for (int i = 0; i < BN / 2; i++) acc[h][i] = 0.f;
+    // Tiles of this block are numbered 0, 1, 2, … in the producer's order; ping-pong takes every other one.
+    for (int seq = PP ? consumer : 0;; seq += PP ? 2 : 1) {
+      const int tile = blockIdx.x + seq * gridDim.x;
+      if (tile >= tiles) break;
+      int mb, nb;
+      tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
+      const int col_base = nb * BN + 2 * (lane & 3);
+
+      // This tile's bias, one or two values per thread, fetched now so that the load hides behind the main
+      // loop; after it they go through shared memory to the threads whose fragments need them.
+      constexpr int kBiasPerThread = (BN + 127) / 128;
+      T bias_raw[kBiasPerThread];
+      if (bias != nullptr) {
+#pragma unroll
+        for (int i = 0; i < kBiasPerThread; i++) {
+          const int col = nb * BN + t + 128 * i;
+          bias_raw[i] = (t + 128 * i < BN && col < N) ? bias[col] : from_float<T>(0.f);
+        }
+      }
+
+      // Ping-pong: a consumer starts its main loop only after the other has seen all of its previous tile's
+      // stages land. Skipping the other's ring positions is then safe: the stage's previous use has completed,
+      // so the parity wait cannot mistake an older phase for the one it wants.
+      const int round = seq >> 1;
+      if (PP && seq > 0) mbar_wait(&turn[consumer], (consumer == 0 ? round - 1 : round) & 1);
+      uint32_t pos = static_cast<uint32_t>(seq) * static_cast<uint32_t>(k_blocks);  // ring position of kb = 0
+      int prev_stage = -1;
+      for (int kb = 0; kb < k_blocks; kb++, pos++) {
+        const int stage = static_cast<int>(pos % S);
+        mbar_wait(&full[stage], (pos / S) & 1);
+        if (PP && kb == k_blocks - 1) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&turn[consumer ^ 1]);
+        }
+        const T* a_tile = sa + stage * kTileA + (PP ? 0 : consumer * 64 * kBK);
+        const T* b_tile = sb + stage * kTileB;
+#pragma unroll
+        for (int h = 0; h < kHalves; h++) fence_acc(acc[h]);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBK / 16; k++)
+#pragma unroll
+          for (int h = 0; h < kHalves; h++)
+            wgmma_tile<T, BN>(acc[h], smem_desc(a_tile + h * 64 * kBK + k * 16), smem_desc(b_tile + k * 16),
+                              kb > 0 || k > 0);
+        wgmma_commit();
+        // Keep this slice's wgmma in flight; the previous slice's are done, so its stage can be refilled.
+        wgmma_wait<1>();
+#pragma unroll
+        for (int h = 0; h < kHalves; h++) fence_acc(acc[h]);
+        if (prev_stage >= 0) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[prev_stage]);
+        }
+        prev_stage = stage;
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int h = 0; h < kHalves; h++) fence_acc(acc[h]);
+      if (prev_stage >= 0) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[prev_stage]);
+      }
+
+      float* tile_bias = bias_smem + (consumer * 2 + (seq & 1)) * BN;
+      if (bias != nullptr) {
+        // Double-buffered by tile parity: one barrier per tile then keeps a fast warp's writes for the next
+        // tile away from a slow warp's reads of this one.
+#pragma unroll
+        for (int i = 0; i < kBiasPerThread; i++)
+          if (t + 128 * i < BN) tile_bias[t + 128 * i] = to_float(bias_raw[i]);
+        asm volatile("bar.sync %0, 128;" ::"r"(1 + consumer) : "memory");
+      }
+
+      // Accumulator fragment of wgmma m64nBN: per 8-column group j, rows (lane / 4) and (lane / 4 + 8) of this
+      // warp's 16, two adjacent columns each.
+#pragma unroll
+      for (int h = 0; h < kHalves; h++) {
+        const int64_t row0 =
+            static_cast<int64_t>(mb) * kBM + (PP ? h : consumer) * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+          const int col = col_base + 8 * j;
+          float2 bv = make_float2(0.f, 0.f);
+          if (bias != nullptr) bv = *reinterpret_cast<const float2*>(tile_bias + 8 * j + 2 * (lane & 3));
+          const float b0 = bv.x, b1 = bv.y;
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int64_t row = row0 + 8 * r;
+            if (row >= M || col >= N) continue;
+            Pair<T> v;
+            v.x = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r] + b0));
+            v.y = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r + 1] + b1));
+            T* dst = out + row * N + col;
+            if (paired_stores && col + 1 < N) {
+              *reinterpret_cast<Pair<T>*>(dst) = v;
+            } else {
+              dst[0] = v.x;
+              if (col + 1 < N) dst[1] = v.y;
+            }
+          }
+        }
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+// ---- host side ----
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+/** cuTensorMapEncodeTiled from the driver, found once at run time (the addon links cudart, not libcuda). */
+cudaError_t encoder(EncodeTiled* out) {
+  struct Found {
+    EncodeTiled fn = nullptr;
+    cudaError_t err = cudaSuccess;
+  };
+  static const Found found = [] {
+    Found f;
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    f.err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &status);
+    if (f.err == cudaSuccess && (status != cudaDriverEntryPointSuccess || p == nullptr)) f.err = cudaErrorNotSupported;
+    if (f.err == cudaSuccess) f.fn = reinterpret_cast<EncodeTiled>(p);
+    return f;
+  }();
+  *out = found.fn;
+  return found.err;
+}
+
+/** Tensor map of a K-contiguous [rows, K] operand, read in (box_rows × 64) boxes with 128-byte swizzle. */
+cudaError_t encode_operand(CUtensorMap* map, DType dtype, const void* base, int64_t rows, int64_t k, int box_rows) {
+  EncodeTiled encode = nullptr;
+  QK_RETURN_IF_ERROR(encoder(&encode));
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode(map, dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+bool is_hopper() {
+  static const bool hopper = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return hopper;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <typename T, int BN, bool PP, Activation A>
+cudaError_t go(const GemmArgs& g, int group_m, cudaStream_t stream) {
+  auto kernel = gemm_sm90_kernel<T, BN, PP, A>;
+  constexpr int smem = smem_bytes<BN>();
+  static bool opted_in = false;
+  if (!opted_in) {
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    opted_in = true;
+  }
+  CUtensorMap map_a, map_b;
+  QK_RETURN_IF_ERROR(encode_operand(&map_a, g.dtype, g.a, g.m, g.k, kBM));
+  QK_RETURN_IF_ERROR(encode_operand(&map_b, g.dtype, g.b, g.n, g.k, BN));
+  int sms = 0;
+  QK_RETURN_IF_ERROR(sm_count(&sms));
+  const int64_t tiles = ((g.m + kBM - 1) / kBM) * ((g.n + BN - 1) / BN);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
+  kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, static_cast<T*>(g.out), static_cast<const T*>(g.bias),
+                                           static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k),
+                                           group_m, paired);
+  return cudaGetLastError();
+}
+
+struct Config {
+  int bn;
+  bool pingpong;
+};
+
+/**
+ * The persistent grid runs ceil(tiles / SMs) rounds, each as long as one tile's main loop; wider tiles cost
+ * proportionally more per round but run closer to peak (the efficiencies below were fitted to H200 timings of
+ * the Qwen3 projection shapes, GEMM_SM90.md). Short K makes the epilogue a large share of each tile, so there
+ * the 128-wide tile runs ping-pong, which hides it; long K prefers the cooperative form's single shared stage
+ * ring. Lowest estimated cost wins; ties go to the earlier candidate.
+ */
+Config pick_config(int64_t m, int64_t n, int64_t k, int sms) {
+  struct Candidate {
+    Config config;
+    double efficiency;
+  };
+  const bool short_k = k <= 2048;
+  const Candidate candidates[] = {
+      {{256, false}, 1.0}, {{128, short_k}, short_k ? 1.05 : 0.85}, {{64, true}, 0.6}};
+  Config best = candidates[0].config;
+  double best_cost = 0;
+  for (const Candidate& c : candidates) {
+    const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + c.config.bn - 1) / c.config.bn);
+    const int64_t rounds = (tiles + sms - 1) / sms;
+    const double cost = static_cast<double>(rounds) * c.config.bn / c.efficiency;
+    if (best_cost == 0 || cost < best_cost * 0.999) {
+      best = c.config;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+template <typename T, Activation A>
+cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stream) {
+  int sms = 0;
+  QK_RETURN_IF_ERROR(sm_count(&sms));
+  Config c = pick_config(g.m, g.n, g.k, sms);
+  if (opt.bn != 0) c = Config{opt.bn, opt.pingpong != 0};
+  const int group_m = opt.group_m > 0 ? opt.group_m : 8;
+  if (c.pingpong) {
+    if (c.bn == 128) return go<T, 128, true, A>(g, group_m, stream);
+    if (c.bn == 64) return go<T, 64, true, A>(g, group_m, stream);
+  } else {
+    if (c.bn == 256) return go<T, 256, false, A>(g, group_m, stream);
+    if (c.bn == 128) return go<T, 128, false, A>(g, group_m, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t run_dtype(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stream) {
+  switch (g.act) {
+    case Activation::None: return run<T, Activation::None>(g, opt, stream);
+    case Activation::Silu: return run<T, Activation::Silu>(g, opt, stream);
+    case Activation::Gelu: return run<T, Activation::Gelu>(g, opt, stream);
+    case Activation::GeluTanh: return run<T, Activation::GeluTanh>(g, opt, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+}  // namespace sm90
+
+bool gemm_sm90_supports(const GemmArgs& g) {
+  if (g.dtype != DType::BF16 && g.dtype != DType::F16) return false;
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.k % 8 != 0) return false;
+  if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX) return false;
+  // Tile indices are int on the device.
+  if (((g.m + sm90::kBM - 1) / sm90::kBM) * ((g.n + 63) / 64) > INT32_MAX) return false;
+  if (!sm90::aligned16(g.a) || !sm90::aligned16(g.b)) return false;
+  return sm90::is_hopper();
+}
+
+bool gemm_sm90_applies(const GemmArgs& g) { return g.m >= kGemmSm90MinM && gemm_sm90_supports(g); }
+
+cudaError_t launch_gemm_sm90(const GemmArgs& g, cudaStream_t stream, const GemmSm90Options& opt) {
+  if (!gemm_sm90_supports(g)) return cudaErrorInvalidValue;
+  return g.dtype == DType::BF16 ? sm90::run_dtype<__nv_bfloat16>(g, opt, stream)
+                                : sm90::run_dtype<__half>(g, opt, stream);
+}
+
+}  // namespace qk
