@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Sums the vitest JSON reports that every package's `test` task writes (test-results/vitest.json) into the one
-// line CI reads: "N passed, N failed, N skipped". A test file that failed without a failing test (a crash in
-// beforeAll, an import error) counts as one failure; a package whose report is missing counts as one too.
+// Sums the vitest JSON reports that every package's `test` task writes (test-results/vitest.json; @qk/scripts writes
+// the same shape from node:test) into the one line CI reads: "N passed, N failed, N skipped". A test file that
+// failed without a failing test (a crash in beforeAll, an import error) counts as one failure; a package whose report
+// is missing counts as one too.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -10,7 +11,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 const lines = [];
-for (const group of ['packages', 'apps']) {
+for (const group of ['packages', 'apps', 'tooling']) {
   const dir = join(root, group);
   if (!existsSync(dir)) continue;
   for (const name of readdirSync(dir)) {

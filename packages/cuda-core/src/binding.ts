@@ -34,8 +34,9 @@ export type Broadcast = (typeof Broadcast)[keyof typeof Broadcast];
 export const ActivationCode = { none: 0, silu: 1, gelu: 2, geluTanh: 3 } as const;
 export type ActivationCode = (typeof ActivationCode)[keyof typeof ActivationCode];
 
-/** Gated epilogue of {@link Binding.rmsnormLinear}: 0 none, 1 SwiGLU over `[gate; up]` weight rows. */
-export type GluCode = 0 | 1;
+/** Gated epilogue of {@link Binding.rmsnormLinear}: none, or SwiGLU over `[gate; up]` weight rows. */
+export const GluCode = { none: 0, swiglu: 1 } as const;
+export type GluCode = (typeof GluCode)[keyof typeof GluCode];
 
 /** {@link Binding.megakernelPlan}'s answer. */
 export type MegakernelPlan =
@@ -78,13 +79,14 @@ export type MegakernelPlan =
     }
   | { supported: false; reason: string };
 
-/** Error codes a megakernel step leaves in `result[1]`. */
+/** Error codes a megakernel step leaves in `result[1]` (`MegakernelError` in csrc/megakernel/qwen3_decode.h). */
 export const MegakernelErrorCode = {
   none: 0,
   timeout: 1,
   badPosition: 2,
   badToken: 3,
   nonFinite: 4,
+  wrongPath: 5,
 } as const;
 export type MegakernelErrorCode = (typeof MegakernelErrorCode)[keyof typeof MegakernelErrorCode];
 
@@ -127,8 +129,24 @@ export interface MemoryStats {
   liveBlocks: number;
 }
 
+/**
+ * Limits of the megakernel that the C++ owns (csrc/megakernel/qwen3_decode.h), exported by the addon as
+ * {@link Binding.megakernelLimits} so that TypeScript copies of them can be checked when the addon loads.
+ */
+export interface MegakernelLimits {
+  /** The one head size the megakernel serves (`kMegakernelHeadDim`). */
+  readonly headDim: number;
+  /** Decode steps one {@link Binding.megakernelLaunch} may run (`kMegakernelMaxSteps`). */
+  readonly maxSteps: number;
+  /** The largest top-k a launch samples with (`kMegakernelMaxTopK`). */
+  readonly maxTopK: number;
+  /** Trace stamps per layer and step (`kMegakernelTraceEventsPerLayer`). */
+  readonly traceEventsPerLayer: number;
+}
+
 export interface Binding {
   readonly abiVersion: number;
+  readonly megakernelLimits: MegakernelLimits;
 
   // Runtime
   probe(): ProbeResult;
@@ -448,10 +466,9 @@ export interface Binding {
    * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each launch, which leaves
    * `[last token, position + steps]` in it; `result` (i32 `[token, error]`) receives the last argmax over ids below
    * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits (launches
-   * that screen the LM head write none). Every wait
-   * inside the kernel gives up after `timeoutMs`. With `trace` (u64 `[grid][layers·17 + 3]`), each step writes globaltimer stamps
-   * at its stage boundaries there (a diagnostic: see csrc/megakernel/NOTES.md). Returns a handle; the tensors
-   * must outlive it.
+   * that screen the LM head write none). Every wait inside the kernel gives up after `timeoutMs`. With `trace` (u64
+   * `[grid][layers·17 + 3]`), each step writes globaltimer stamps at its stage boundaries there (a diagnostic: see
+   * csrc/megakernel/DESIGN.md, "The overhead budget"). Returns a handle; the tensors must outlive it.
    */
   megakernelCreate(
     dtype: FloatDTypeCode,

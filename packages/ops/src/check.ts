@@ -204,3 +204,21 @@ export function checkNonNegativeInt(op: string, arg: string, v: unknown): number
   }
   return v;
 }
+
+/** A caller's scratch tensor (a `workspace` option of a CUDA op): a live CUDA u8 tensor of at least `needed` bytes. */
+export function checkWorkspace(op: string, workspace: Tensor, needed: number): void {
+  checkTensor(op, 'workspace', workspace);
+  if (workspace.device !== 'cuda') {
+    throw new QkDeviceError('argument "workspace" must be a CUDA tensor like the inputs.', op);
+  }
+  if (workspace.dtype !== 'u8') {
+    throw new QkDtypeError({ op, arg: 'workspace', expected: 'u8', got: workspace.dtype });
+  }
+  if (workspace.nbytes < needed) {
+    throw new QkValueError(
+      op,
+      'workspace',
+      `holds ${workspace.nbytes} bytes but these sizes need ${needed}: allocate it for the largest call.`,
+    );
+  }
+}

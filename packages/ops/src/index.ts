@@ -14,6 +14,9 @@ export {
   cudaMemoryStats,
   cudaSynchronize,
 } from './backend/runtime.js';
+export type { Activation } from './core/activation.js';
+export type { Int4Weight, Int8Weight } from './core/quant-weight.js';
+export { ropeInvFreq } from './core/rope-freq.js';
 export {
   MEGAKERNEL_TRACE_STAGES,
   type MegakernelDims,
@@ -57,7 +60,7 @@ export {
   QkValueError,
 } from './errors.js';
 export type { ElementwiseOptions } from './ops/activations.js';
-export { type Activation, add, erf, type GeluApproximation, gelu, mul, silu } from './ops/activations.js';
+export { add, erf, type GeluApproximation, gelu, mul, silu } from './ops/activations.js';
 export { type AttentionOptions, attention, attentionWorkspace } from './ops/attention.js';
 export { rmsnormEager, swigluEager } from './ops/eager.js';
 export type { EmbeddingOptions } from './ops/embedding.js';
@@ -74,8 +77,6 @@ export {
   DEFAULT_INT4_GROUP,
   dequantizeInt4,
   dequantizeInt8,
-  type Int4Weight,
-  type Int8Weight,
   linearInt4,
   linearInt8,
   packInt4,
@@ -99,7 +100,6 @@ export {
   qkNormRopeAppend,
   type RopeOptions,
   rope,
-  ropeInvFreq,
 } from './ops/rope.js';
 export { argmax, type SampleOptions, sample } from './ops/sampling.js';
 export { softmax } from './ops/softmax.js';

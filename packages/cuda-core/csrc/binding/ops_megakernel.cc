@@ -21,7 +21,7 @@ namespace {
 
 /** Weight copies in flight per block by default. */
 constexpr int64_t kDefaultInflight = 1;
-constexpr int64_t kDefaultLmInflight = 2;  // the LM head's, on models that take fixed shares (NOTES.md v19)
+constexpr int64_t kDefaultLmInflight = 2;  // the LM head's, on models that take fixed shares (see lm_inflight below)
 
 /** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
 constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
@@ -94,7 +94,7 @@ int64_t env_count(const char* name, int64_t fallback) {
 bool plan_for(const Args& a, const MegakernelDims& d, MegakernelPlan* plan, std::string* why) {
   Context::get();
   const char* reason = nullptr;
-  // QK_MEGAKERNEL_SLOT_KB: the weight ring's slot size to aim for (a tuning knob, NOTES.md; 0 or unset = default).
+  // QK_MEGAKERNEL_SLOT_KB: the weight ring's slot size to aim for (a tuning knob; 0 or unset = default).
   const size_t slot_bytes = static_cast<size_t>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SLOT_KB", 0), 227)) * 1024;
   const cudaError_t r = megakernel_plan(d, plan, &reason, slot_bytes);
   if (r == cudaErrorNotSupported || r == cudaErrorInvalidConfiguration) {
@@ -157,14 +157,15 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     if (!plan_for(a, d, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
     r.slots = inst.plan.slots;
     r.slot_bytes = static_cast<int64_t>(inst.plan.slot_bytes);
-    // Weight copies in flight per block, at most: 1 (NOTES.md, v9: the ring sweep). QK_MEGAKERNEL_INFLIGHT overrides
-    // it, a tuning knob (0 = as many as the ring has free slots).
+    // Weight copies in flight per block, at most: 1 (a second copy in flight measured 25-70 µs per token slower: more
+    // bytes in flight slow every hop; DESIGN.md, "The weight stream"). QK_MEGAKERNEL_INFLIGHT overrides it, a tuning
+    // knob (0 = as many as the ring has free slots).
     r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
     // The LM head's bound: no hop waits behind its stream, so on the models that take fixed shares (narrow ring slots:
     // Qwen3-0.6B, 1.7B) two of its copies may overlap; on those that claim tiles (4B, 8B: slots of 40-48 KB) two
     // copies are too many bytes in flight. The layers' bound where that is larger (or unbounded).
-    // QK_MEGAKERNEL_LM_INFLIGHT overrides it. (NOTES.md v19, runs 68a-d: two copies gain 8-10 µs per token at 0.6B
-    // positions 512-1024 and 17-26 µs at 1.7B, change nothing at 4B, and lose 20 µs at 8B position 1.)
+    // QK_MEGAKERNEL_LM_INFLIGHT overrides it. (On an H100, two copies gain 8-10 µs per token at 0.6B positions
+    // 512-1024 and 17-26 µs at 1.7B, change nothing at 4B, and lose 20 µs at 8B position 1.)
     const int64_t lm_own = inst.plan.claim ? 1 : kDefaultLmInflight;
     const int64_t lm_default = r.inflight == 0 ? 0 : std::max<int64_t>(r.inflight, lm_own);
     r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", lm_default), 1024));
@@ -173,28 +174,32 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS
     // overrides it (a knob; 0 = they always take rows).
     r.skip_items = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SKIP_ITEMS", inst.plan.skip_items), 4096));
-    // Weight copies L2 evict_first (NOTES.md v15); QK_MEGAKERNEL_L2_STREAM=0 turns it off (a knob).
+    // Weight copies L2 evict_first, so that the KV cache stays in L2 while it fits (15-20 µs per token at 0.6B
+    // position 1); QK_MEGAKERNEL_L2_STREAM=0 turns it off (a knob).
     r.l2_stream = env_count("QK_MEGAKERNEL_L2_STREAM", 1) != 0 ? 1 : 0;
-    // Knobs (NOTES.md v16): QK_MEGAKERNEL_KV_STAGE=0 reads a short second attention pass from the cache instead of
-    // staging it; QK_MEGAKERNEL_CHUNK_KEYS sets the keys per attention chunk to aim for (default: one pass).
+    // Knobs: QK_MEGAKERNEL_KV_STAGE=0 reads a short second attention pass from the cache instead of staging it;
+    // QK_MEGAKERNEL_CHUNK_KEYS sets the keys per attention chunk to aim for (default: one pass; 84 measured 10-15 µs
+    // per token slower at positions 128-767).
     r.kv_stage = env_count("QK_MEGAKERNEL_KV_STAGE", 1) != 0 ? 1 : 0;
     r.chunk_keys = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_CHUNK_KEYS", 0), 1 << 20));
-    // Knobs (NOTES.md v18): QK_MEGAKERNEL_QKV_QUADS=0 deals QKV rows to the warps by pairs instead of two pairs at a
-    // time; QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start, as v17 did.
+    // Knobs: QK_MEGAKERNEL_QKV_QUADS=0 deals QKV rows to the warps by pairs instead of two pairs at a time;
+    // QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start (the old default,
+    // 4-10 µs per token slower at positions 512-1024).
     r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
     r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
     // Every merge of a head's chunks by chunk 0's block; QK_MEGAKERNEL_O_MERGE=N (a knob, up to the plan's 3 in query
     // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
-    // slower at 2-3 chunks, their larger gather costing more than the hop it saves (NOTES.md v19, run 68f).
+    // slower at 2-3 chunks, their larger gather costing more than the hop it saves.
     r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
     // QK_MEGAKERNEL_PATH_KERNELS=0: every launch runs the kernel with both attention paths (a knob; 1, the default:
-    // launches whose steps all take the staged attention run a kernel without the attention by chunks, NOTES.md v32).
+    // launches whose steps all take the staged attention run a kernel without the attention by chunks, 5-8 µs per
+    // token faster at positions 128-383).
     r.path_kernels = env_count("QK_MEGAKERNEL_PATH_KERNELS", 1) != 0 ? 1 : 0;
-    // The staged attention (NOTES.md v28, v29; query groups of 2 with fixed shares): steps of QK_MEGAKERNEL_STAGED_FROM
-    // (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most, rounded up to 16; 0: none)
-    // attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the two or more
-    // ring slots those blocks keep where the rows leave that many, else in the place of their whole ring
-    // (QK_MEGAKERNEL_STAGED_RING=1: always there).
+    // The staged attention (DESIGN.md, "The staged attention"; query groups of 2 with fixed shares): steps of
+    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most,
+    // rounded up to 16; 0: none) attend with one block per KV head over rows staged in shared memory, on the tensor
+    // cores: past the two or more ring slots those blocks keep where the rows leave that many, else in the place of
+    // their whole ring (QK_MEGAKERNEL_STAGED_RING=1: always there).
     if (d.q_heads == 2 * d.kv_heads && r.claim == 0) {
       const int64_t until = env_count("QK_MEGAKERNEL_STAGED_UNTIL", kMegakernelStagedMaxKeys);
       inst.staged_until = static_cast<int>(std::min<int64_t>(until, kMegakernelStagedMaxKeys));
@@ -202,7 +207,7 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
       // QK_MEGAKERNEL_STAGED_GATE_UP=1: the staged attention's blocks take gate/up rows as the others do (a knob).
       r.staged_gate_up = env_count("QK_MEGAKERNEL_STAGED_GATE_UP", 0) != 0 ? 1 : 0;
       // QK_MEGAKERNEL_STAGED_HF=0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (a knob:
-      // 10-13 µs per token faster at positions 1 and 128, other bits; NOTES.md v29); 2: HF's roundings with
+      // measured 10-13 µs per token faster at positions 1 and 128, later about 5, other bits); 2: HF's roundings with
       // __fdiv_rn (the same bits, slower: a check).
       r.staged_hf = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_HF", 1), 2));
       inst.staged_ring = env_count("QK_MEGAKERNEL_STAGED_RING", 0) != 0;
@@ -254,8 +259,8 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
       if (r.trace != nullptr)
         a.check_range(r.trace, static_cast<size_t>(inst.plan.grid * megakernel_trace_events(d.layers)) * 8, "trace");
     }
-    // A diagnostic for the development log (NOTES.md): switches off parts of the step to time the rest. The
-    // results are then wrong, so it says so on stderr.
+    // A diagnostic (DESIGN.md, "The overhead budget"): switches off parts of the step to time the rest. The results
+    // are then wrong, so it says so on stderr.
     if (const char* dbg = std::getenv("QK_MEGAKERNEL_DEBUG")) {
       r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10)) & kMegakernelDebugBits;
       // 64 only moves a trace stamp; every other switch leaves parts of the step out.
@@ -500,6 +505,14 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
   define(env, exports, "megakernelLaunchPaths", MegakernelLaunchPaths);
+  // The limits qwen3_decode.h owns, for TypeScript to check its copies against when the addon loads.
+  Napi::Object limits = Napi::Object::New(env);
+  limits.Set("headDim", Napi::Number::New(env, static_cast<double>(kMegakernelHeadDim)));
+  limits.Set("maxSteps", Napi::Number::New(env, kMegakernelMaxSteps));
+  limits.Set("maxTopK", Napi::Number::New(env, kMegakernelMaxTopK));
+  limits.Set("traceEventsPerLayer", Napi::Number::New(env, kMegakernelTraceEventsPerLayer));
+  limits.Freeze();
+  exports.Set("megakernelLimits", limits);
 }
 
 }  // namespace qk::binding

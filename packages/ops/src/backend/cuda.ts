@@ -4,13 +4,35 @@
  * first use of `'cuda'` throws one `QkDeviceError` that says why.
  */
 import { createRequire } from 'node:module';
+import type * as CudaCore from '@qk/cuda-core';
 import type { Binding, DTypeCode } from '@qk/cuda-core';
+import { bindingMismatch } from '../core/binding-contract.js';
 import type { DType } from '../dtype.js';
 import { QkCudaError, QkDeviceError, QkOutOfMemoryError } from '../errors.js';
 
-type CudaCoreModule = { loadBinding(): Binding };
+/**
+ * The binding's code tables, taken from the loaded `@qk/cuda-core` module: they are written once, in its
+ * src/binding.ts, and `@qk/ops` imports only their types (the module itself is optional and loaded lazily).
+ */
+export type BindingCodes = Pick<
+  typeof CudaCore,
+  'DTypeCode' | 'UnaryOp' | 'BinaryOp' | 'Broadcast' | 'ActivationCode' | 'GluCode' | 'MegakernelErrorCode'
+>;
+
+const CODE_TABLES = [
+  'DTypeCode',
+  'UnaryOp',
+  'BinaryOp',
+  'Broadcast',
+  'ActivationCode',
+  'GluCode',
+  'MegakernelErrorCode',
+] as const satisfies readonly (keyof BindingCodes)[];
+
+type CudaCoreModule = Pick<typeof CudaCore, 'loadBinding'> & BindingCodes;
 
 let binding: Binding | undefined;
+let codes: BindingCodes | undefined;
 let unavailable: string | undefined;
 let registered: CudaCoreModule | undefined;
 
@@ -30,6 +52,7 @@ export function useCudaBackend(cudaCore: unknown): void {
   }
   registered = cudaCore;
   binding = undefined;
+  codes = undefined;
   unavailable = undefined;
 }
 
@@ -46,13 +69,26 @@ function load(): Binding {
       throw new QkDeviceError(unavailable);
     }
   }
+  const missing = CODE_TABLES.filter((k) => typeof mod[k] !== 'object' || mod[k] === null);
+  if (missing.length > 0) {
+    unavailable = `device "cuda" is unavailable: the @qk/cuda-core module lacks ${missing.join(', ')}: install the @qk/cuda-core of this @qk/ops release.`;
+    throw new QkDeviceError(unavailable);
+  }
+  let loaded: Binding;
   try {
-    binding = mod.loadBinding();
-    return binding;
+    loaded = mod.loadBinding();
   } catch (e) {
     unavailable = `device "cuda" is unavailable: ${e instanceof Error ? e.message.replace(/^the CUDA backend is unavailable: /, '') : String(e)}.`;
     throw new QkDeviceError(unavailable);
   }
+  const mismatch = bindingMismatch(loaded);
+  if (mismatch !== undefined) {
+    unavailable = `device "cuda" is unavailable: ${mismatch}.`;
+    throw new QkDeviceError(unavailable);
+  }
+  codes = mod;
+  binding = loaded;
+  return binding;
 }
 
 /** The native binding for `op`; throws `QkDeviceError` (naming the op) when the GPU backend is unavailable. */
@@ -80,11 +116,18 @@ export function cudaAvailable(): boolean {
   return cudaStatus().available;
 }
 
-const CODES: Record<DType, DTypeCode> = { f32: 0, f16: 1, bf16: 2, i32: 3, i8: 4, u8: 5 };
+/**
+ * The binding's code tables (op codes, dtype codes, megakernel error codes) for `op`; throws `QkDeviceError`
+ * (naming the op) when the GPU backend is unavailable.
+ */
+export function bindingCodes(op: string): BindingCodes {
+  if (codes === undefined) cudaBinding(op);
+  return codes!;
+}
 
 /** The binding's numeric code of a dtype. */
 export function dtypeCode<D extends DType>(d: D): D extends 'f32' | 'f16' | 'bf16' ? 0 | 1 | 2 : DTypeCode {
-  return CODES[d] as never;
+  return bindingCodes('dtypeCode').DTypeCode[d] as never;
 }
 
 /** Runs a native call, turning the binding's CUDA and out-of-memory errors into typed qk errors. */

@@ -8,9 +8,9 @@
  * non-decreasing in the context length). Longer query blocks take the flash-style prefill kernel (no scratch).
  * A leading batch axis runs the kernels once per batch element on views of the same buffers.
  */
-import { checkTensor } from '../check.js';
+import { checkWorkspace } from '../check.js';
 import { DTYPES, type FloatDType } from '../dtype.js';
-import { QkDeviceError, QkDtypeError, QkValueError } from '../errors.js';
+import { QkValueError } from '../errors.js';
 import { Tensor } from '../tensor.js';
 import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
 
@@ -109,24 +109,6 @@ export function cudaAttention<D extends FloatDType>(
     }
   });
   return y;
-}
-
-/** A caller's scratch tensor: a CUDA u8 tensor of at least `needed` bytes. */
-export function checkWorkspace(op: string, workspace: Tensor, needed: number): void {
-  checkTensor(op, 'workspace', workspace);
-  if (workspace.device !== 'cuda') {
-    throw new QkDeviceError('argument "workspace" must be a CUDA tensor like the inputs.', op);
-  }
-  if (workspace.dtype !== 'u8') {
-    throw new QkDtypeError({ op, arg: 'workspace', expected: 'u8', got: workspace.dtype });
-  }
-  if (workspace.nbytes < needed) {
-    throw new QkValueError(
-      op,
-      'workspace',
-      `holds ${workspace.nbytes} bytes but these sizes need ${needed}: allocate it for the largest call.`,
-    );
-  }
 }
 
 /** Bytes of decode-attention scratch for `qHeads` heads of `headDim` over up to `maxKeys` keys. */

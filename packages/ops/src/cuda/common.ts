@@ -1,12 +1,15 @@
-/** Shared glue of the CUDA op paths: binding access, device addresses, output tensors, error mapping. */
+/**
+ * Shared glue of the CUDA op paths: binding access and its code tables, device addresses, output tensors, error
+ * mapping.
+ */
 import type { Binding } from '@qk/cuda-core';
-import { cudaBinding, dtypeCode, nativeCall } from '../backend/cuda.js';
+import { bindingCodes, cudaBinding, dtypeCode, nativeCall } from '../backend/cuda.js';
 import { checkOutput } from '../check.js';
 import type { DType } from '../dtype.js';
 import type { Shape } from '../shape.js';
 import { deviceAddress, Tensor } from '../tensor.js';
 
-export { dtypeCode };
+export { bindingCodes, dtypeCode };
 
 /** Device address of a CUDA tensor. */
 export const ptr = deviceAddress;
@@ -30,16 +33,4 @@ export function cudaOutput<D extends DType>(
 export function launch<T>(op: string, fn: (b: Binding) => T): T {
   const b = cudaBinding(op);
   return nativeCall(op, () => fn(b));
-}
-
-/** The CPU-path counterpart of an `out` option: copies `result` into `out` (checked) and returns `out`. */
-export function writeCpuOutput<D extends DType>(
-  op: string,
-  result: Tensor<D>,
-  out: Tensor | undefined,
-): Tensor<D> {
-  if (out === undefined) return result;
-  checkOutput(op, 'out', out, result.shape, result.dtype, 'cpu');
-  (out.data as Uint8Array).set(result.data as Uint8Array);
-  return out as Tensor<D>;
 }

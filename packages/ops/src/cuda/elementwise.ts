@@ -4,27 +4,16 @@
  * embedding.cu). The ops validate their arguments before calling these.
  */
 import type { BinaryOp, Binding, Broadcast, UnaryOp } from '@qk/cuda-core';
+import { ropeInvFreq } from '../core/rope-freq.js';
 import { DTYPES, type FloatDType } from '../dtype.js';
-import { ropeInvFreq } from '../ops/rope.js';
 import { leadingSize, type Shape } from '../shape.js';
 import { Tensor } from '../tensor.js';
-import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
+import { bindingCodes, cudaOutput, dtypeCode, launch, ptr } from './common.js';
 
-// The binding's op codes (src/binding.ts of @qk/cuda-core), repeated here so that @qk/ops only imports its types.
-const UNARY = {
-  silu: 0,
-  gelu: 1,
-  geluTanh: 2,
-  square: 3,
-  rsqrtAddScalar: 4,
-  copy: 5,
-} as const satisfies Record<string, UnaryOp>;
-const BINARY = { add: 0, mul: 1 } as const satisfies Record<string, BinaryOp>;
-const BROADCAST = { none: 0, perRow: 1, perColumn: 2 } as const satisfies Record<string, Broadcast>;
-
-export type UnaryKind = keyof typeof UNARY;
-export type BinaryKind = keyof typeof BINARY;
-export type BroadcastKind = keyof typeof BROADCAST;
+// The op names of the binding's code tables (src/binding.ts of @qk/cuda-core); the codes come from the loaded module.
+export type UnaryKind = keyof typeof UnaryOp;
+export type BinaryKind = keyof typeof BinaryOp;
+export type BroadcastKind = keyof typeof Broadcast;
 
 /** `out = kind(x, alpha)` elementwise, reading `x.dtype` and writing `outDtype` (default: `x`'s). */
 export function cudaUnary<D extends FloatDType>(
@@ -37,7 +26,15 @@ export function cudaUnary<D extends FloatDType>(
 ): Tensor<D> {
   const y = cudaOutput(op, out, x.shape, outDtype);
   launch(op, (b) =>
-    b.unary(dtypeCode(x.dtype), dtypeCode(outDtype), UNARY[kind], ptr(y), ptr(x), x.size, alpha),
+    b.unary(
+      dtypeCode(x.dtype),
+      dtypeCode(outDtype),
+      bindingCodes(op).UnaryOp[kind],
+      ptr(y),
+      ptr(x),
+      x.size,
+      alpha,
+    ),
   );
   return y;
 }
@@ -58,10 +55,11 @@ export function cudaBinary<D extends FloatDType>(
   const y = cudaOutput(op, out, a.shape, outDtype);
   const n = a.rank === 0 ? 1 : a.shape[a.rank - 1]!;
   const rows = a.rank === 0 ? 1 : leadingSize(a.shape);
+  const codes = bindingCodes(op);
   launch(op, (bd) =>
     bd.binary(
       dtypeCode(outDtype),
-      BINARY[kind],
+      codes.BinaryOp[kind],
       ptr(y),
       dtypeCode(a.dtype),
       ptr(a),
@@ -69,7 +67,7 @@ export function cudaBinary<D extends FloatDType>(
       ptr(b),
       rows,
       n,
-      BROADCAST[broadcast],
+      codes.Broadcast[broadcast],
     ),
   );
   return y;

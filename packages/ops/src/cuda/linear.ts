@@ -1,20 +1,19 @@
 /** CUDA paths of the linear family (kernels: packages/cuda-core/csrc/kernels/gemv.cu, gemm.cu, quant.cu). */
-import type { ActivationCode, GluCode } from '@qk/cuda-core';
+import type { ActivationCode } from '@qk/cuda-core';
+import type { Activation } from '../core/activation.js';
+import type { Int4Weight, Int8Weight } from '../core/quant-weight.js';
 import type { FloatDType } from '../dtype.js';
-import type { Activation } from '../ops/activations.js';
-import type { Int4Weight, Int8Weight } from '../ops/quant.js';
 import { leadingSize } from '../shape.js';
 import { Tensor } from '../tensor.js';
-import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
+import { bindingCodes, cudaOutput, dtypeCode, launch, ptr } from './common.js';
 
-const ACTIVATION_CODES: Readonly<Record<Activation, ActivationCode>> = {
-  none: 0,
-  silu: 1,
-  gelu: 2,
-  gelu_tanh: 3,
-};
-
-const GLU_CODES = { none: 0, swiglu: 1 } as const satisfies Record<string, GluCode>;
+/** The name of each activation in the binding's `ActivationCode` table (whose codes come from the loaded module). */
+const ACTIVATION_NAMES = {
+  none: 'none',
+  silu: 'silu',
+  gelu: 'gelu',
+  gelu_tanh: 'geluTanh',
+} as const satisfies Record<Activation, keyof typeof ActivationCode>;
 
 function outShape(x: Tensor, outFeatures: number): number[] {
   return [...x.shape.slice(0, -1), outFeatures];
@@ -40,7 +39,7 @@ export function cudaLinear<D extends FloatDType>(
       leadingSize(x.shape),
       k,
       n,
-      ACTIVATION_CODES[activation],
+      bindingCodes(op).ActivationCode[ACTIVATION_NAMES[activation]],
     ),
   );
   return y;
@@ -87,7 +86,7 @@ export function cudaRmsnormLinear<D extends FloatDType>(
       eps,
       optional(fused.residual),
       optional(fused.residualOut),
-      fused.glu ? GLU_CODES.swiglu : GLU_CODES.none,
+      bindingCodes(op).GluCode[fused.glu ? 'swiglu' : 'none'],
     ),
   );
   return y;

@@ -4,8 +4,10 @@
  * caller owns. A model package builds one over its layered weights; prefill stays with the layered kernels, and
  * both share the cache. bf16 only, head size 128, up to 4 query heads per KV head (Qwen3-0.6B to 8B).
  */
-import { cudaBinding, nativeCall } from '../backend/cuda.js';
+import type { MegakernelPlan as BindingMegakernelPlan, MegakernelErrorCode } from '@qk/cuda-core';
+import { bindingCodes, cudaBinding, nativeCall } from '../backend/cuda.js';
 import { checkShape } from '../check.js';
+import { MEGAKERNEL_LIMITS } from '../core/binding-contract.js';
 import {
   QkCudaError,
   QkDeviceError,
@@ -18,7 +20,7 @@ import { Tensor } from '../tensor.js';
 import { dtypeCode, ptr } from './common.js';
 import { cudaInvFreq } from './elementwise.js';
 
-const HEAD_DIM = 128;
+const HEAD_DIM = MEGAKERNEL_LIMITS.headDim;
 
 /** Sizes of a dense Qwen3 model, as the megakernel sees them. */
 export interface MegakernelDims {
@@ -32,8 +34,9 @@ export interface MegakernelDims {
 }
 
 /**
- * How the megakernel launches for some sizes on this GPU (one persistent block per SM), or why it cannot. (The same
- * shape as the addon's answer, restated here so that `@qk/ops`' types do not need the optional addon.)
+ * How the megakernel launches for some sizes on this GPU (one persistent block per SM), or why it cannot: the addon's
+ * answer, `MegakernelPlan` of @qk/cuda-core, read-only. (Restated here because the published types of `@qk/ops` may
+ * not import the optional addon's; {@link PlanIsTheBindings} makes the compiler hold the two to one shape.)
  */
 export type MegakernelPlan =
   | {
@@ -70,6 +73,12 @@ export type MegakernelPlan =
       readonly screenRowBytes: number;
     }
   | { readonly supported: false; readonly reason: string };
+
+/** True when `A` and `B` are one type (each assignable to the other, member for member). */
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+/** Fails to compile when {@link MegakernelPlan} and the binding's `MegakernelPlan` part ways. */
+// biome-ignore lint/correctness/noUnusedVariables: a compile-time check, used by nothing
+type PlanIsTheBindings<T extends true = Same<MegakernelPlan, Readonly<BindingMegakernelPlan>>> = T;
 
 /** One layer's device tensors (bf16). `qkv` is `[q; k; v]` by rows and `gateUp` `[gate; up]`. */
 export interface MegakernelLayer {
@@ -158,8 +167,8 @@ export const MEGAKERNEL_TRACE_STAGES = [
   'down GEMV + residual',
 ] as const;
 
-/** Trace stamps per layer. */
-const TRACE_PER_LAYER = MEGAKERNEL_TRACE_STAGES.length;
+/** Trace stamps per layer: one per stage name (the addon's count is checked against this one when it loads). */
+const TRACE_PER_LAYER: typeof MEGAKERNEL_LIMITS.traceEventsPerLayer = MEGAKERNEL_TRACE_STAGES.length;
 
 /** Mean microseconds per step spent in each stage, summed over layers: mean over blocks and the slowest block. */
 export interface MegakernelTraceSummary {
@@ -189,13 +198,24 @@ export interface MegakernelSampling {
   readonly uniforms: Float64Array;
 }
 
-const ERRORS: Record<number, string> = {
-  1: 'a block waited longer than the timeout for the others (is another program using this GPU? Then the megakernel cannot keep all its blocks resident; use the layered engine)',
-  2: 'the position is outside the KV cache',
-  3: 'the token id is outside the vocabulary',
-  4: 'the logits are not usable: none is finite, or (sampling) one is NaN or +infinity (the weights or activations hold NaN or infinity)',
-  5: "the launch's position is not the one its state holds (the kernel for staged steps found a step that is not staged)",
+/** What each of the binding's {@link MegakernelErrorCode}s means. */
+const ERRORS: Readonly<Record<Exclude<keyof typeof MegakernelErrorCode, 'none'>, string>> = {
+  timeout:
+    'a block waited longer than the timeout for the others (is another program using this GPU? Then the megakernel cannot keep all its blocks resident; use the layered engine)',
+  badPosition: 'the position is outside the KV cache',
+  badToken: 'the token id is outside the vocabulary',
+  nonFinite:
+    'the logits are not usable: none is finite, or (sampling) one is NaN or +infinity (the weights or activations hold NaN or infinity)',
+  wrongPath:
+    "the launch's position is not the one its state holds (the kernel for staged steps found a step that is not staged)",
 };
+
+/** The sentence for an error code a step left, by its name in the binding's table. */
+function describeError(op: string, code: number): string {
+  const table = bindingCodes(op).MegakernelErrorCode;
+  const name = (Object.keys(table) as (keyof typeof table)[]).find((k) => table[k] === code);
+  return name === undefined || name === 'none' ? `error code ${code}` : ERRORS[name];
+}
 
 /**
  * How the megakernel would launch for `dims` on this GPU, or why it cannot (`supported: false` with a reason).
@@ -434,10 +454,10 @@ export class Qwen3Megakernel {
   }
 
   /** Decode steps one launch may run. */
-  static readonly MAX_STEPS = 64;
+  static readonly MAX_STEPS = MEGAKERNEL_LIMITS.maxSteps;
 
   /** The largest top-k a launch samples with in the kernel. */
-  static readonly MAX_TOP_K = 64;
+  static readonly MAX_TOP_K = MEGAKERNEL_LIMITS.maxTopK;
 
   /** Decode steps one launch of this instance may run: 1 when it records a trace, else {@link MAX_STEPS}. */
   get maxSteps(): number {
@@ -529,11 +549,7 @@ export class Qwen3Megakernel {
       this.#expected = null;
       this.#launched = null;
       nativeCall(op, () => cudaBinding(op).megakernelReset(h));
-      throw new QkCudaError(
-        op,
-        'megakernel',
-        `the decode step failed: ${ERRORS[-got] ?? `error code ${-got}`}.`,
-      );
+      throw new QkCudaError(op, 'megakernel', `the decode step failed: ${describeError(op, -got)}.`);
     }
     if (index === launched.steps - 1) {
       this.#expected = { token: got, position: launched.position + launched.steps };

@@ -8,10 +8,10 @@
  * row it refuses (NaN or +∞ logits, or no finite maximum); unless `checkIds` is false the ids are then read back
  * and such a row throws `QkValueError`, as the CPU path does before drawing.
  */
+import { checkWorkspace } from '../check.js';
 import type { FloatDType } from '../dtype.js';
 import { QkValueError } from '../errors.js';
 import { Tensor } from '../tensor.js';
-import { checkWorkspace } from './attention.js';
 import { cudaOutput, dtypeCode, launch, ptr } from './common.js';
 
 export function cudaArgmax(x: Tensor<FloatDType>, out?: Tensor): Tensor<'i32'> {

@@ -1,9 +1,9 @@
 import { checkFloat, checkSameDtype, checkShape, commonDevice } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
+import type { Activation } from '../core/activation.js';
 import { cudaBinary, cudaUnary } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkValueError } from '../errors.js';
-import { fromFloats, readFloats } from '../io.js';
+import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
 import type { Tensor } from '../tensor.js';
 
 /** Options of the elementwise ops. */
@@ -14,9 +14,6 @@ export interface ElementwiseOptions {
 
 /** Which GELU: the exact erf form (`'none'`, PyTorch's default) or the tanh approximation (`'tanh'`). */
 export type GeluApproximation = 'none' | 'tanh';
-
-/** Every fused activation an op accepts (`linear`'s epilogue). */
-export type Activation = 'none' | 'silu' | 'gelu' | 'gelu_tanh';
 
 const SQRT_PI = Math.sqrt(Math.PI);
 const SQRT_HALF = Math.SQRT1_2;

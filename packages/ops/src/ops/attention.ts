@@ -7,10 +7,9 @@ import {
   commonDevice,
 } from '../check.js';
 import { cudaAttention, cudaAttentionWorkspaceBytes } from '../cuda/attention.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError, QkValueError } from '../errors.js';
-import { fromFloats, readFloats } from '../io.js';
+import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
 import { formatShape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 

@@ -9,9 +9,9 @@
  * where PyTorch casts), the fused kernels round once.
  */
 import { commonDevice } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import { cudaRmsnormEager, cudaSwigluEager } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
+import { writeCpuOutput } from '../io.js';
 import type { Tensor } from '../tensor.js';
 import type { ElementwiseOptions } from './activations.js';
 import { type RmsnormOptions, rmsnormWith } from './rmsnorm.js';

@@ -1,8 +1,8 @@
 import { checkFloat, checkRank, checkSameDtype, checkTensor, commonDevice } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import { cudaEmbedding, cudaScatterRows } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkDeviceError, QkDtypeError, QkIndexError, QkValueError } from '../errors.js';
+import { writeCpuOutput } from '../io.js';
 import { formatShape, shapeSize } from '../shape.js';
 import { Tensor } from '../tensor.js';
 

@@ -7,10 +7,9 @@ import {
   checkShape,
   commonDevice,
 } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import { cudaFusedAddRmsnorm, cudaRmsnorm } from '../cuda/norm.js';
 import { type FloatDType, roundToDType } from '../dtype.js';
-import { fromFloats, readFloats } from '../io.js';
+import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
 import { leadingSize } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 

@@ -3,7 +3,6 @@ import {
   checkDtype,
   checkFinite,
   checkFloat,
-  checkNonNegativeInt,
   checkNoOverlap,
   checkOutput,
   checkPositive,
@@ -13,11 +12,11 @@ import {
   checkShape,
   commonDevice,
 } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
+import { ropeInvFreq } from '../core/rope-freq.js';
 import { cudaQkNormRope, cudaQkNormRopeAppend, cudaRope, type QkvLayout } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkIndexError, QkShapeError, QkValueError } from '../errors.js';
-import { fromFloats, readFloats } from '../io.js';
+import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
 import { formatShape } from '../shape.js';
 import { Tensor } from '../tensor.js';
 import { embedding, scatterRows } from './embedding.js';
@@ -41,23 +40,6 @@ export interface QkNormRopeOptions extends RopeOptions {
 
 /** Qwen3's default `rope_theta`. */
 export const DEFAULT_ROPE_THETA = 1_000_000;
-
-/**
- * The rotary inverse frequencies for a head of `headDim`, computed in float32 as HF does:
- * `invFreq[i] = 1 / theta^(2i / headDim)` for `i < headDim / 2`.
- */
-export function ropeInvFreq(headDim: number, theta: number): Float32Array {
-  const op = 'ropeInvFreq';
-  checkNonNegativeInt(op, 'headDim', headDim);
-  if (headDim % 2 !== 0)
-    throw new QkValueError(op, 'headDim', `must be even (rotate-half pairs), got ${headDim}.`);
-  checkPositive(op, 'theta', theta);
-  const half = headDim / 2;
-  const inv = new Float32Array(half);
-  for (let i = 0; i < half; i++)
-    inv[i] = Math.fround(1 / Math.fround(theta ** Math.fround((2 * i) / headDim)));
-  return inv;
-}
 
 /**
  * Rotary position embedding, rotate-half convention (HF `apply_rotary_pos_emb`, used by Qwen3).

@@ -1,8 +1,7 @@
 import { checkFinite, checkFloat, checkRank, commonDevice } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import { cudaArgmax, cudaSample } from '../cuda/sampling.js';
 import { QkValueError } from '../errors.js';
-import { readFloats } from '../io.js';
+import { readFloats, writeCpuOutput } from '../io.js';
 import { Rng } from '../random.js';
 import { Tensor } from '../tensor.js';
 

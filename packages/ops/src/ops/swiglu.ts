@@ -1,9 +1,8 @@
 import { checkFloat, checkRank, checkSameDtype, checkShape, commonDevice } from '../check.js';
-import { writeCpuOutput } from '../cuda/common.js';
 import { cudaSwiglu, cudaSwigluFused } from '../cuda/elementwise.js';
 import type { FloatDType } from '../dtype.js';
 import { QkShapeError } from '../errors.js';
-import { fromFloats, readFloats } from '../io.js';
+import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
 import { formatShape, leadingSize } from '../shape.js';
 import type { Tensor } from '../tensor.js';
 import { type ElementwiseOptions, siluScalar } from './activations.js';

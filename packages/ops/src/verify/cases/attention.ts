@@ -173,4 +173,23 @@ export const ATTENTION_CASES: VerifyCase[] = VERIFY_DTYPES.flatMap((dtype) => [
     'odd',
   ),
   attentionCase(dtype, { batch: 2, qLen: 5, kvLen: 9, qHeads: 4, kvHeads: 2, headDim: 128 }, 'edge'),
+  // The tensor-core prefill kernels: every GQA ratio they pack into a tile (1, 2, 4, 8, and 3, which does not
+  // divide the tile), query and key counts that cut tiles, chunks in the middle of the cache, and every head dim
+  // they are built for.
+  ...[1, 2, 3, 4, 8].map((ratio) =>
+    attentionCase(dtype, { qLen: 213, kvLen: 213, qHeads: 2 * ratio, kvHeads: 2, headDim: 128 }, 'odd'),
+  ),
+  attentionCase(
+    dtype,
+    { qLen: 131, kvLen: 517, qHeads: 8, kvHeads: 1, headDim: 128, positionOffset: 386 },
+    'edge',
+  ),
+  attentionCase(dtype, { qLen: 129, kvLen: 300, qHeads: 4, kvHeads: 2, headDim: 128, causal: false }, 'edge'),
+  ...[64, 256].map((headDim) =>
+    attentionCase(
+      dtype,
+      { qLen: 150, kvLen: 277, qHeads: 8, kvHeads: 2, headDim, positionOffset: 127 },
+      'odd',
+    ),
+  ),
 ]);

@@ -9,19 +9,13 @@
  * share every kernel template with it, skip the heaviest multi-row Qwen3-8B cases.
  */
 
+import type { Activation } from '../../core/activation.js';
+import type { Int4Weight, Int8Weight } from '../../core/quant-weight.js';
 import { launch } from '../../cuda/common.js';
 import type { FloatDType } from '../../dtype.js';
 import { fromFloats } from '../../io.js';
-import type { Activation } from '../../ops/activations.js';
 import { linear } from '../../ops/linear.js';
-import {
-  type Int4Weight,
-  type Int8Weight,
-  linearInt4,
-  linearInt8,
-  quantizeInt4,
-  quantizeInt8,
-} from '../../ops/quant.js';
+import { linearInt4, linearInt8, quantizeInt4, quantizeInt8 } from '../../ops/quant.js';
 import { deviceAddress, Tensor } from '../../tensor.js';
 import { closeness } from '../../testing/assert-close.js';
 import { toleranceFor } from '../../testing/tolerances.js';
@@ -306,6 +300,17 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
   }
   cases.push(linearCase(dtype, { m: 1, k: 1024, n: 3072 }, 'edge', { bias: true }));
   cases.push(linearCase(dtype, { m: 96, k: 1024, n: 3072 }, 'edge', { bias: true }));
+  // The Hopper GEMM's tile edges (rows, columns and K slices cut short, the smallest M it takes) and each of its
+  // epilogues on a persistent grid with more tiles than SMs.
+  for (const d of [
+    { m: 16, k: 4096, n: 257 },
+    { m: 201, k: 1000, n: 2049 },
+    { m: 513, k: 8, n: 300 },
+    { m: 1999, k: 72, n: 777 },
+  ])
+    cases.push(linearCase(dtype, d, 'odd'));
+  for (const activation of ACTIVATIONS)
+    cases.push(linearCase(dtype, { m: 1030, k: 136, n: 1000 }, 'edge', { activation, bias: true }));
 
   // Qwen3 decode layers: every projection at M = 1, small M, and GEMM M where the reference stays cheap.
   for (const s of QWEN3_SHAPES) {
