@@ -42,6 +42,17 @@ for (const line of log.split('\n')) {
     current = undefined;
   }
 }
+/** The name without its final parameter list (template arguments such as `(qk::Activation)0` keep theirs). */
+function withoutParameters(name) {
+  if (!name.endsWith(')')) return name;
+  let depth = 0;
+  for (let i = name.length - 1; i >= 0; i--) {
+    if (name[i] === ')') depth++;
+    else if (name[i] === '(' && --depth === 0) return name.slice(0, i);
+  }
+  return name;
+}
+
 const newest = new Map(rows.map((r) => [r.mangled, r]));
 rows.length = 0;
 rows.push(...newest.values());
@@ -51,9 +62,10 @@ const demangled = spawnSync('c++filt', {
 }).stdout.split('\n');
 rows.forEach((r, i) => {
   r.name = (demangled[i] || r.mangled)
-    .replace(/qk::\(anonymous namespace\)::/g, '')
-    .replace(/__nv_bfloat16/g, 'bf16')
-    .replace(/\(.*\)$/, '');
+    .replace(/\(anonymous namespace\)::/g, '')
+    .replace(/^void /, '')
+    .replace(/__nv_bfloat16/g, 'bf16');
+  r.name = withoutParameters(r.name);
 });
 const shown = rows
   .filter((r) => !filter || r.name.includes(filter))
