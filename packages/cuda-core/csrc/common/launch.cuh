@@ -46,6 +46,12 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 /** Multiprocessors of the current device (queried once; the process drives one device). */
 cudaError_t sm_count(int* out);
 
+/**
+ * Compute capability of the current device as major · 10 + minor (90 on an H100/H200), queried once; 0 when it
+ * cannot be read. Kernels built for sm_90a run only where this is exactly 90.
+ */
+int compute_capability();
+
 /** Whether launches use PDL: compute capability ≥ 9.0 on the current device and QK_PDL not "0" (read once). */
 bool pdl_enabled();
 

@@ -14,7 +14,9 @@
 #include <type_traits>
 
 #include "../common/cuda_check.h"
+#include "../common/launch.cuh"
 #include "../common/mma.cuh"
+#include "../common/sm90.cuh"
 #include "attention_prefill_sm90.h"
 
 namespace qk {
@@ -54,6 +56,59 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     return *reinterpret_cast<uint32_t*>(&v);
   }
 }
+
+/**
+ * The rows a block owns and where they read, shared by both kernels: one flat block index, heaviest (latest) query
+ * tiles first across all head groups; row r of the block is query q0 + r / pack of head h0 + r % pack, and the
+ * keys it may see end at kv_end.
+ */
+struct BlockRows {
+  int q0, h0, kv_head, q_end, kv_end, first_pos;
+  int64_t q_stride, kv_stride;
+
+  __device__ __forceinline__ BlockRows(int bm, int d, int q_len, int kv_len, int q_heads, int kv_heads, int pack,
+                                       int n_hgroups, int position_offset, bool causal) {
+    const int q_tiles = gridDim.x / n_hgroups;
+    const int q_tile = q_tiles - 1 - static_cast<int>(blockIdx.x) / n_hgroups;
+    const int hg = static_cast<int>(blockIdx.x) % n_hgroups;
+    const int pos_per_tile = bm / pack;
+    q0 = q_tile * pos_per_tile;
+    h0 = hg * pack;
+    kv_head = h0 / (q_heads / kv_heads);
+    q_end = min(q0 + pos_per_tile, q_len);
+    kv_end = causal ? min(kv_len, position_offset + q_end) : kv_len;
+    first_pos = position_offset + q0;
+    q_stride = static_cast<int64_t>(q_heads) * d;
+    kv_stride = static_cast<int64_t>(kv_heads) * d;
+  }
+
+  /** Queues the block's Q rows (16-byte chunks, `chunks` per row) to shared address dst(row, chunk); rows past
+   * the queries are zero-filled. */
+  template <int kThreads, typename T, typename Dst>
+  __device__ __forceinline__ void load_q(const T* q, int bm, int d, int chunks, int q_len, int pack, Dst dst) const {
+    for (int i = static_cast<int>(threadIdx.x); i < bm * chunks; i += kThreads) {
+      const int r = i / chunks, ch = i % chunks;
+      const int t = q0 + r / pack;
+      const bool ok = t < q_len;
+      const T* src = q + (ok ? t * q_stride + static_cast<int64_t>(h0 + r % pack) * d + ch * 8 : 0);
+      cp_async16(dst(r, ch), src, ok);
+    }
+  }
+
+  /** Queues keys kt … kt + bk − 1 of K and V to dst_k / dst_v(row, chunk); keys past kv_end are zero-filled. */
+  template <int kThreads, typename T, typename DstK, typename DstV>
+  __device__ __forceinline__ void load_kv(const T* kbase, const T* vbase, int kt, int bk, int chunks, DstK dst_k,
+                                          DstV dst_v) const {
+    for (int i = static_cast<int>(threadIdx.x); i < bk * chunks; i += kThreads) {
+      const int r = i / chunks, ch = i % chunks;
+      const int key = kt + r;
+      const bool ok = key < kv_end;
+      const int64_t off = ok ? key * kv_stride + ch * 8 : 0;
+      cp_async16(dst_k(r, ch), kbase + off, ok);
+      cp_async16(dst_v(r, ch), vbase + off, ok);
+    }
+  }
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // mma.sync kernel
@@ -98,41 +153,19 @@ __global__ void __launch_bounds__(MmaCfg<D, BK>::kThreads, 2)
   const int warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, c = lane & 3;
 
-  // One flat index, heaviest (latest) query tiles first across all head groups.
-  const int q_tiles = gridDim.x / n_hgroups;
-  const int q_tile = q_tiles - 1 - static_cast<int>(blockIdx.x) / n_hgroups;
-  const int hg = static_cast<int>(blockIdx.x) % n_hgroups;
-  const int pos_per_tile = kBM / pack;
-  const int q0 = q_tile * pos_per_tile;
-  const int h0 = hg * pack;
-  const int kv_head = h0 / (q_heads / kv_heads);
-  const int q_end = min(q0 + pos_per_tile, q_len);
-  const int kv_end = causal ? min(kv_len, position_offset + q_end) : kv_len;
-  const int first_pos = position_offset + q0;
-  const int64_t q_stride = static_cast<int64_t>(q_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(kv_heads) * D;
-
-  // Q tile: row r is query q0 + r / pack, head h0 + r % pack.
-  for (int i = tid; i < kBM * kChunks; i += C::kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    const int t = q0 + r / pack;
-    const bool ok = t < q_len;
-    const T* src = q + (ok ? t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + ch * 8 : 0);
-    cp_async16(smem_addr(sq + swz<D>(r, ch)), src, ok);
-  }
-  const T* kbase = k + static_cast<int64_t>(kv_head) * D;
-  const T* vbase = v + static_cast<int64_t>(kv_head) * D;
+  const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
+  const int q0 = rows.q0, h0 = rows.h0, kv_end = rows.kv_end, first_pos = rows.first_pos;
+  const int64_t q_stride = rows.q_stride;
+  rows.load_q<C::kThreads>(q, kBM, D, kChunks, q_len, pack,
+                           [&](int r, int ch) { return smem_addr(sq + swz<D>(r, ch)); });
+  const T* kbase = k + static_cast<int64_t>(rows.kv_head) * D;
+  const T* vbase = v + static_cast<int64_t>(rows.kv_head) * D;
   auto load_kv = [&](int kt, int buf) {
     T* dk = sk + buf * kBK * D;
     T* dv = sv + buf * kBK * D;
-    for (int i = tid; i < kBK * kChunks; i += C::kThreads) {
-      const int r = i / kChunks, ch = i % kChunks;
-      const int key = kt + r;
-      const bool ok = key < kv_end;
-      const int64_t off = ok ? key * kv_stride + ch * 8 : 0;
-      cp_async16(smem_addr(dk + swz<D>(r, ch)), kbase + off, ok);
-      cp_async16(smem_addr(dv + swz<D>(r, ch)), vbase + off, ok);
-    }
+    rows.load_kv<C::kThreads>(
+        kbase, vbase, kt, kBK, kChunks, [&](int r, int ch) { return smem_addr(dk + swz<D>(r, ch)); },
+        [&](int r, int ch) { return smem_addr(dv + swz<D>(r, ch)); });
   };
   load_kv(0, 0);
   cp_async_commit();
@@ -351,79 +384,12 @@ struct WgCfg {
   static constexpr size_t smem(int stages) { return static_cast<size_t>(kTileBytes) * (1 + 2 * stages) + 1024; }
 };
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define QK_WGMMA_OK 1
-#endif
-
-#ifdef QK_WGMMA_OK
+#ifdef QK_SM90A
 
 __device__ __forceinline__ int wg_swz(int row, int chunk) {
   return (chunk >> 3) * (128 * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
-/** Shared-memory matrix descriptor, 128-byte swizzle. */
-__device__ __forceinline__ uint64_t wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/** Ties registers written by an in-flight wgmma to the wait before them, so no read or write of them is scheduled
- * ahead of it. */
-template <int N>
-__device__ __forceinline__ void reg_fence(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N>
-__device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; i++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) asm volatile("" : "+r"(r[i][e])::"memory");
-}
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-/** d (64 rows × 128 cols, fp32) = or += A·B with A (64×16) and B (16×128) both K-major in shared memory. */
-template <typename T>
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(accumulate));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(accumulate));
-  }
-}
-
-/** d += A·B with A (64×16) from registers (mma.sync A-fragment layout per warp) and B (16×128) MN-major in
- * shared memory (the transpose flag set: V tiles are stored key-major, d contiguous). */
-template <typename T>
-__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-  } else {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-  }
-}
 #endif
 
 template <typename T, bool kPipelined>
@@ -431,7 +397,7 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
     wg_kernel(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
               int q_len, int kv_len, int q_heads, int kv_heads, int pack, int n_hgroups, int position_offset,
               bool causal, float scale_log2) {
-#ifdef QK_WGMMA_OK
+#ifdef QK_SM90A
   constexpr int D = WgCfg::kD, kBM = WgCfg::kBM, kBK = WgCfg::kBK, kChunks = D / 8;
   constexpr int kStages = kPipelined ? 3 : 2;
   extern __shared__ unsigned char smem_raw[];
@@ -444,39 +410,18 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
   const int warp = (tid >> 5) & 3, lane = tid & 31;
   const int g = lane >> 2, c = lane & 3;
 
-  const int q_tiles = gridDim.x / n_hgroups;
-  const int q_tile = q_tiles - 1 - static_cast<int>(blockIdx.x) / n_hgroups;
-  const int hg = static_cast<int>(blockIdx.x) % n_hgroups;
-  const int pos_per_tile = kBM / pack;
-  const int q0 = q_tile * pos_per_tile;
-  const int h0 = hg * pack;
-  const int kv_head = h0 / (q_heads / kv_heads);
-  const int q_end = min(q0 + pos_per_tile, q_len);
-  const int kv_end = causal ? min(kv_len, position_offset + q_end) : kv_len;
-  const int first_pos = position_offset + q0;
-  const int64_t q_stride = static_cast<int64_t>(q_heads) * D;
-  const int64_t kv_stride = static_cast<int64_t>(kv_heads) * D;
-
-  for (int i = tid; i < kBM * kChunks; i += WgCfg::kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    const int t = q0 + r / pack;
-    const bool ok = t < q_len;
-    const T* src = q + (ok ? t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + ch * 8 : 0);
-    cp_async16(sq + wg_swz(r, ch), src, ok);
-  }
-  const T* kbase = k + static_cast<int64_t>(kv_head) * D;
-  const T* vbase = v + static_cast<int64_t>(kv_head) * D;
+  const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
+  const int q0 = rows.q0, h0 = rows.h0, kv_end = rows.kv_end, first_pos = rows.first_pos;
+  const int64_t q_stride = rows.q_stride;
+  rows.load_q<WgCfg::kThreads>(q, kBM, D, kChunks, q_len, pack, [&](int r, int ch) { return sq + wg_swz(r, ch); });
+  const T* kbase = k + static_cast<int64_t>(rows.kv_head) * D;
+  const T* vbase = v + static_cast<int64_t>(rows.kv_head) * D;
   auto load_kv = [&](int kt, int buf) {
     const unsigned dk = skv + buf * 2 * WgCfg::kTileBytes;
     const unsigned dv = dk + WgCfg::kTileBytes;
-    for (int i = tid; i < kBK * kChunks; i += WgCfg::kThreads) {
-      const int r = i / kChunks, ch = i % kChunks;
-      const int key = kt + r;
-      const bool ok = key < kv_end;
-      const int64_t off = ok ? key * kv_stride + ch * 8 : 0;
-      cp_async16(dk + wg_swz(r, ch), kbase + off, ok);
-      cp_async16(dv + wg_swz(r, ch), vbase + off, ok);
-    }
+    rows.load_kv<WgCfg::kThreads>(
+        kbase, vbase, kt, kBK, kChunks, [&](int r, int ch) { return dk + wg_swz(r, ch); },
+        [&](int r, int ch) { return dv + wg_swz(r, ch); });
   };
   load_kv(0, 0);
   cp_async_commit();
@@ -549,14 +494,14 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
-      wgmma_ss_n128<T>(s, wg_desc(sq + koff + wg * 64 * 128, 16, 1024), wg_desc(tk + koff, 16, 1024), kk > 0);
+      wgmma_ss<T, 128>(s, wgmma_desc_sw128(sq + koff + wg * 64 * 128, 16, 1024), wgmma_desc_sw128(tk + koff, 16, 1024), kk > 0);
     }
   };
   auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], unsigned tv) {
 #pragma unroll
     for (int j = 0; j < kBK / 16; j++) {
       // 16 keys per step: two 8-row groups (SBO); the two 64-wide halves of d are one V column block apart (LBO).
-      wgmma_rs_n128<T>(o, pa[j], wg_desc(tv + j * 16 * 128, 128 * 128, 1024));
+      wgmma_rs_tb_n128<T>(o, pa[j], wgmma_desc_sw128(tv + j * 16 * 128, 128 * 128, 1024));
     }
   };
   auto k_tile = [&](int it) { return skv + (it % kStages) * 2 * WgCfg::kTileBytes; };
@@ -572,18 +517,18 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
       __syncthreads();      // tile it landed for all, and the buffer refilled next is no longer read
       if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
       cp_async_commit();
-      wg_fence();
+      wgmma_fence();
       issue_s(s, k_tile(it));
-      wg_commit();
-      wg_wait<0>();
-      reg_fence(s);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(s);
       softmax_tile(s, it * kBK, alpha, pa);
       rescale_o(alpha);
-      wg_fence();
+      wgmma_fence();
       issue_pv(pa, k_tile(it) + WgCfg::kTileBytes);
-      wg_commit();
-      wg_wait<0>();
-      reg_fence(o);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
     }
   } else {
     // P·V of tile it-1 runs on the tensor cores while this warpgroup computes the softmax of tile it (its
@@ -596,21 +541,21 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
       __syncthreads();
       if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
       cp_async_commit();
-      wg_fence();
+      wgmma_fence();
       issue_s(s, k_tile(it));
-      wg_commit();
+      wgmma_commit();
       if (it > 0) {
         issue_pv(pa, k_tile(it - 1) + WgCfg::kTileBytes);
-        wg_commit();
-        wg_wait<1>();
+        wgmma_commit();
+        wgmma_wait<1>();
       } else {
-        wg_wait<0>();
+        wgmma_wait<0>();
       }
-      reg_fence(s);
+      fence_regs(s);
       softmax_tile(s, it * kBK, alpha, pa_next);
-      wg_wait<0>();
-      reg_fence(o);
-      reg_fence(pa);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
       rescale_o(alpha);
 #pragma unroll
       for (int j = 0; j < kBK / 16; j++)
@@ -618,11 +563,11 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
         for (int e = 0; e < 4; e++) pa[j][e] = pa_next[j][e];
     }
     if (n_tiles > 0) {
-      wg_fence();
+      wgmma_fence();
       issue_pv(pa, k_tile(n_tiles - 1) + WgCfg::kTileBytes);
-      wg_commit();
-      wg_wait<0>();
-      reg_fence(o);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
     }
   }
 
@@ -676,39 +621,21 @@ cudaError_t launch_wg_typed(const AttentionPrefillArgs& a, cudaStream_t stream) 
   return launch_wg<T, true>(a, stream);
 }
 
-/** Compute capability of the current device as major * 10 + minor, queried once per device. */
-int device_cc() {
-  static int cached[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (dev < 0 || dev >= 64) return 0;
-  if (cached[dev] == 0) {
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      return 0;
-    }
-    cached[dev] = major * 10 + minor;
-  }
-  return cached[dev];
-}
-
 }  // namespace
 }  // namespace attn_tc
 
-using attn_tc::device_cc;
 using attn_tc::launch_mma_typed;
 using attn_tc::launch_wg_typed;
 
 bool attention_prefill_tc_supported(const AttentionPrefillArgs& a) {
   if (a.dtype != DType::BF16 && a.dtype != DType::F16) return false;
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) return false;
-  return device_cc() >= 80;  // mma.sync m16n8k16 with bf16 needs sm_80
+  return compute_capability() >= 80;  // mma.sync m16n8k16 with bf16 needs sm_80
 }
 
 cudaError_t launch_attention_prefill_tc(const AttentionPrefillArgs& a, cudaStream_t stream) {
   // wgmma exists only on sm_90 proper (not on later majors, which run the sm_80 path or JIT-compiled PTX).
-  if (device_cc() == 90 && a.head_dim == 128) {
+  if (compute_capability() == 90 && a.head_dim == 128) {
     if (a.dtype == DType::BF16) return launch_wg_typed<__nv_bfloat16>(a, stream);
     if (a.dtype == DType::F16) return launch_wg_typed<__half>(a, stream);
   }

@@ -1,5 +1,5 @@
 // Launch-layer queries: whether kernel launches use programmatic dependent launch (see csrc/common/launch.cuh),
-// and the device's multiprocessor count.
+// the device's multiprocessor count and compute capability.
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -39,6 +39,20 @@ cudaError_t sm_count(int* out) {
   }
   *out = cached;
   return cudaSuccess;
+}
+
+int compute_capability() {
+  static const int cc = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return major * 10 + minor;
+  }();
+  return cc;
 }
 
 bool pdl_early_trigger() {
