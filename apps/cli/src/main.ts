@@ -9,6 +9,8 @@ import { chatCommand } from './commands/chat.js';
 import { generateCommand } from './commands/generate.js';
 import { infoCommand } from './commands/info.js';
 import { modelCommand } from './commands/model.js';
+import { pullCommand } from './commands/pull.js';
+import { serveCommand } from './commands/serve.js';
 import { verifyCommand } from './commands/verify.js';
 
 const HELP = `qk — Qwen3 on NVIDIA GPUs from Node.js, through qk's own CUDA kernels
@@ -19,6 +21,8 @@ Commands:
   generate      continue a prompt with Qwen3, streaming the text (qk generate --help)
   chat          an interactive chat with Qwen3 (qk chat --help)
   model         make and inspect Qwen3 checkpoints (qk model --help)
+  pull          download a model from the Hugging Face hub: qk pull Qwen/Qwen3-0.6B (qk pull --help)
+  serve         an OpenAI-compatible HTTP server over one model (qk serve --help)
   verify        check every CUDA kernel against its @qk/ops reference (qk verify --help)
   bench <suite> benchmark against the measured copy ceiling and PyTorch (qk bench --help)
   info          GPU backend status: device, driver, memory
@@ -34,12 +38,28 @@ const COMMANDS: Record<string, (argv: string[]) => number | Promise<number>> = {
   generate: generateCommand,
   chat: chatCommand,
   model: modelCommand,
+  pull: pullCommand,
+  serve: serveCommand,
   verify: verifyCommand,
   bench: benchCommand,
   info: infoCommand,
 };
 
+/**
+ * A reader that leaves early (`qk generate … | head -c 10`) closes the pipe: that ends the command quietly with exit
+ * 0, as it does for other Unix tools, instead of an unhandled EPIPE with a stack.
+ */
+function quietOnClosedPipe(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EPIPE') process.exit(0);
+      throw e;
+    });
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
+  quietOnClosedPipe();
   // A bundle cannot resolve @qk/cuda-core lazily, so hand it to @qk/ops up front (loading stays lazy).
   useCudaBackend(cudaCore);
   const [command, ...rest] = argv;

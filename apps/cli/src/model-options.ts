@@ -13,8 +13,8 @@ import {
   PRESETS,
   type Qwen3Model,
 } from '@qk/qwen3';
-import { intOption, type OptionValues, UsageError } from './args.js';
-import { createProgressBar } from './progress.js';
+import { intOption, type OptionValues, shownValue, UsageError } from './args.js';
+import { createProgressBar, type ProgressBar } from './progress.js';
 
 /** `parseArgs` options of the model and sampling flags. */
 export const MODEL_OPTIONS = {
@@ -28,17 +28,21 @@ export const MODEL_OPTIONS = {
   seed: { type: 'string' },
   'max-context': { type: 'string' },
   'no-think': { type: 'boolean' },
+  'parse-special': { type: 'boolean' },
+  'skip-checks': { type: 'boolean' },
 } as const;
 
 /** Help text of {@link MODEL_OPTIONS}' model flags. */
 export const MODEL_HELP = `Model:
-  --model DIR        a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors)
+  --model DIR|ID     a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors), or a hub id
+                     (OWNER/NAME, e.g. Qwen/Qwen3-0.6B) loaded from the hub cache, downloaded on first use (qk pull)
   --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
                      default without --model: tiny on the cpu engine, 0.6b on a GPU engine
   --engine NAME      cpu, layered or megakernel (default: megakernel where it serves the model: an sm_90
                      GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
                      modules)
-  --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))`;
+  --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
+  --skip-checks      load without checking the weights for NaN/Inf or the model's size against free memory`;
 
 /** Help text of {@link MODEL_OPTIONS}' sampling flags. */
 export const SAMPLING_HELP = `Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
@@ -47,7 +51,9 @@ export const SAMPLING_HELP = `Sampling (defaults: the model's generation_config.
   --top-k K          0 keeps every token
   --top-p P          in (0, 1]; 1 keeps every token
   --seed N           sampling seed (default 0: runs repeat exactly)
-  --no-think         Qwen3's non-thinking mode (an empty <think> block)`;
+  --no-think         Qwen3's non-thinking mode (an empty <think> block)
+  --parse-special    with the chat template: read special-token text in messages (<|im_start|>, …) as control
+                     tokens (default: as plain text, so a message cannot open a turn of another role)`;
 
 /** Help text of {@link MODEL_OPTIONS}. */
 export const MODEL_OPTIONS_HELP = `${MODEL_HELP}\n\n${SAMPLING_HELP}`;
@@ -56,9 +62,10 @@ export type ModelValues = OptionValues<typeof MODEL_OPTIONS>;
 
 function floatOption(value: string | undefined, name: string, valid: (x: number) => boolean, range: string) {
   if (value === undefined) return undefined;
-  const x = Number(value);
-  if (value.trim() === '' || !Number.isFinite(x) || !valid(x)) {
-    throw new UsageError(`--${name} must be a number ${range}, got ${value}`);
+  // Plain decimal notation only: Number() would also take '', ' ', '0x1', 'Infinity'.
+  const x = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isFinite(x) || !valid(x)) {
+    throw new UsageError(`--${name} must be a number ${range}, got ${shownValue(value)}`);
   }
   return x;
 }
@@ -89,9 +96,11 @@ export function modelChoice(values: ModelValues): {
   }
   const engine = values.engine;
   if (engine !== undefined && !isEngineName(engine))
-    throw new UsageError(`--engine must be cpu, layered or megakernel, got ${engine}`);
+    throw new UsageError(`--engine must be cpu, layered or megakernel, got ${shownValue(engine)}`);
   if (values.preset !== undefined && !isPresetName(values.preset)) {
-    throw new UsageError(`unknown preset "${values.preset}" (known: ${Object.keys(PRESETS).join(', ')})`);
+    throw new UsageError(
+      `unknown preset ${shownValue(values.preset)} (known: ${Object.keys(PRESETS).join(', ')})`,
+    );
   }
   const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
@@ -110,10 +119,27 @@ export function modelChoice(values: ModelValues): {
 export async function openModel(values: ModelValues, signal?: AbortSignal): Promise<Qwen3Model> {
   const { source, engine, maxContext } = modelChoice(values);
   const bar = createProgressBar(`loading ${source}${engine === undefined ? '' : ` (${engine})`}`);
+  // A hub id not yet in the cache downloads first (qk pull's bar), then loads.
+  let pulling: ProgressBar | undefined;
+  let pulled = false;
+  const pullProgress = (done: number, total: number) => {
+    if (pulled) return;
+    pulling ??= createProgressBar(`pulling ${source}`);
+    pulling.update(done, total);
+  };
+  const endPull = () => {
+    if (!pulled) pulling?.finish();
+    pulled = true;
+  };
   const model = await loadQwen3(source, {
+    hub: { onProgress: (p) => pullProgress(p.loadedBytes, p.totalBytes) },
     ...(engine === undefined ? {} : { engine }),
     ...(maxContext === undefined ? {} : { maxContext }),
-    onLoadProgress: (p) => bar.update(p.loadedBytes, p.totalBytes),
+    ...(values['skip-checks'] ? { checkWeights: false, checkMemory: false } : {}),
+    onLoadProgress: (p) => {
+      endPull();
+      bar.update(p.loadedBytes, p.totalBytes);
+    },
     ...(signal === undefined ? {} : { signal }),
   });
   bar.finish();
@@ -142,14 +168,24 @@ export function formatStats(stats: GenerationStats): string {
  */
 export async function withInterrupt<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
-  const onSigint = () => {
-    process.off('SIGINT', onSigint);
-    controller.abort(new Error('interrupted (Ctrl-C)'));
+  const handlers = new Map<NodeJS.Signals, () => void>();
+  const stop = () => {
+    for (const [signal, handler] of handlers) process.off(signal, handler);
   };
-  process.on('SIGINT', onSigint);
+  for (const [signal, why] of [
+    ['SIGINT', 'interrupted (Ctrl-C)'],
+    ['SIGTERM', 'terminated (SIGTERM)'],
+  ] as const) {
+    const handler = () => {
+      stop();
+      controller.abort(new Error(why));
+    };
+    handlers.set(signal, handler);
+    process.on(signal, handler);
+  }
   try {
     return await work(controller.signal);
   } finally {
-    process.off('SIGINT', onSigint);
+    stop();
   }
 }

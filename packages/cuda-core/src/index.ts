@@ -6,7 +6,16 @@ import type { Binding, MemoryStats, NativeDeviceInfo } from './binding.js';
 import { CudaUnavailableError, loadBinding } from './loader.js';
 
 export * from './binding.js';
-export { addonCandidates, CudaUnavailableError, loadBinding, resetBindingCache } from './loader.js';
+export {
+  type AddonCandidate,
+  type AddonOrigin,
+  addonCandidateList,
+  addonCandidates,
+  CudaUnavailableError,
+  loadBinding,
+  loadedAddon,
+  resetBindingCache,
+} from './loader.js';
 
 /** True when the addon is built, loads, and a CUDA device runs its code. Never throws. */
 export function cudaAvailable(): boolean {

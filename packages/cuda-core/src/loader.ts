@@ -22,14 +22,75 @@ export class CudaUnavailableError extends Error {
   }
 }
 
-/** Where the addon may be, in the order tried: `QK_CUDA_ADDON`, beside a bundle, the package's build folder. */
-export function addonCandidates(): string[] {
-  const list: string[] = [];
-  if (process.env.QK_CUDA_ADDON) list.push(process.env.QK_CUDA_ADDON);
-  for (const rel of ['./qk_cuda.node', '../build/Release/qk_cuda.node']) {
-    list.push(fileURLToPath(new URL(rel, import.meta.url)));
+/** Where a candidate binary comes from. */
+export type AddonOrigin = 'QK_CUDA_ADDON' | 'bundle' | 'prebuilt' | 'source';
+
+/** One place the addon may be, and why it is tried. */
+export interface AddonCandidate {
+  readonly path: string;
+  readonly origin: AddonOrigin;
+  /** Why this binary is (or would be) used, for `qk info`. */
+  readonly why: string;
+}
+
+/** The platform package holding the prebuilt addon for this machine (see scripts/native-plan.mjs), or undefined. */
+const PREBUILT_PACKAGE =
+  process.platform === 'linux' && process.arch === 'x64' ? '@qk/cuda-core-linux-x64' : undefined;
+
+/** The prebuilt binary's path when its platform package is installed and holds one. */
+function prebuiltAddon(): string | undefined {
+  if (PREBUILT_PACKAGE === undefined) return undefined;
+  try {
+    return createRequire(import.meta.url).resolve(`${PREBUILT_PACKAGE}/qk_cuda.node`);
+  } catch {
+    return undefined;
   }
+}
+
+/**
+ * Where the addon may be, in the order tried: `QK_CUDA_ADDON`; beside a bundle; the prebuilt platform package (not
+ * with `QK_CUDA_BUILD_FROM_SOURCE=1`); the package's from-source build folder.
+ */
+export function addonCandidateList(): AddonCandidate[] {
+  const list: AddonCandidate[] = [];
+  const env = process.env.QK_CUDA_ADDON;
+  if (env) list.push({ path: env, origin: 'QK_CUDA_ADDON', why: 'named by QK_CUDA_ADDON' });
+  const here = (rel: string) => fileURLToPath(new URL(rel, import.meta.url));
+  list.push({ path: here('./qk_cuda.node'), origin: 'bundle', why: 'the binary beside the running bundle' });
+  const fromSource = process.env.QK_CUDA_BUILD_FROM_SOURCE === '1';
+  const prebuilt = fromSource ? undefined : prebuiltAddon();
+  if (prebuilt !== undefined) {
+    list.push({
+      path: prebuilt,
+      origin: 'prebuilt',
+      why: `the prebuilt binary of ${PREBUILT_PACKAGE} (sm_80/86/89/90a + PTX; no CUDA toolkit needed)`,
+    });
+  }
+  const noPrebuilt = fromSource
+    ? 'QK_CUDA_BUILD_FROM_SOURCE=1 is set'
+    : PREBUILT_PACKAGE === undefined
+      ? `no prebuilt binary is published for ${process.platform}-${process.arch}`
+      : prebuilt === undefined
+        ? `${PREBUILT_PACKAGE} is not installed or holds no binary`
+        : `the prebuilt binary could not be used`;
+  list.push({
+    path: here('../build/Release/qk_cuda.node'),
+    origin: 'source',
+    why: `built from source at install (${noPrebuilt})`,
+  });
   return list;
+}
+
+/** Paths of {@link addonCandidateList}, in the order tried. */
+export function addonCandidates(): string[] {
+  return addonCandidateList().map((c) => c.path);
+}
+
+let loadedFrom: AddonCandidate | undefined;
+
+/** The binary in use and why it was chosen; undefined until {@link loadBinding} has succeeded. */
+export function loadedAddon(): AddonCandidate | undefined {
+  return loadedFrom;
 }
 
 function describeProbe(p: ProbeResult): string {
@@ -56,17 +117,23 @@ export function loadBinding(): Binding {
 }
 
 function tryLoad(): { binding: Binding } | { error: CudaUnavailableError } {
-  const candidates = addonCandidates();
-  const found = candidates.filter((c) => existsSync(c));
+  const all = addonCandidateList();
+  const candidates = all.map((c) => c.path);
+  const found = all.filter((c) => existsSync(c.path));
   if (found.length === 0) {
+    const prebuilt =
+      PREBUILT_PACKAGE === undefined
+        ? ''
+        : `reinstall with optional dependencies (${PREBUILT_PACKAGE} holds a prebuilt binary; not --omit=optional), or `;
     return {
       error: new CudaUnavailableError([
-        `no qk_cuda.node binary (looked in ${candidates.join(', ')}): build it on a machine with the CUDA toolkit with \`pnpm --filter @qk/cuda-core build:native\`, or set QK_CUDA_ADDON to its path`,
+        `no qk_cuda.node binary (looked in ${candidates.join(', ')}): ${prebuilt}build it on a machine with the CUDA toolkit with \`pnpm --filter @qk/cuda-core build:native\`, or set QK_CUDA_ADDON to its path`,
       ]),
     };
   }
   const causes: string[] = [];
-  for (const path of found) {
+  for (const candidate of found) {
+    const { path } = candidate;
     const script = `const b = require(${JSON.stringify(path)}); process.stdout.write(JSON.stringify({ abi: b.abiVersion, probe: b.probe() }));`;
     const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 120_000 });
     if (child.error || child.status !== 0) {
@@ -87,7 +154,9 @@ function tryLoad(): { binding: Binding } | { error: CudaUnavailableError } {
       continue;
     }
     const require = createRequire(import.meta.url);
-    return { binding: require(path) as Binding };
+    const binding = require(path) as Binding;
+    loadedFrom = candidate;
+    return { binding };
   }
   return { error: new CudaUnavailableError(causes) };
 }
@@ -95,4 +164,5 @@ function tryLoad(): { binding: Binding } | { error: CudaUnavailableError } {
 /** Forgets a previous load attempt (tests use it after changing QK_CUDA_ADDON). */
 export function resetBindingCache(): void {
   cached = undefined;
+  loadedFrom = undefined;
 }

@@ -3,8 +3,9 @@
  * `config.json` that transformers accepts, and counting parameters.
  */
 import type { FloatDType } from '@qk/ops';
-import { QkConfigError } from './errors.js';
+import { QkConfigError, QkLimitError } from './errors.js';
 import type { PresetName, Qwen3Config } from './types.js';
+import { describeValue } from './untrusted.js';
 
 /** The special-token ids every Qwen3 checkpoint shares (`<|endoftext|>`, `<|im_end|>`). */
 const ENDOFTEXT_ID = 151643;
@@ -84,6 +85,24 @@ const HF_DTYPE_NAMES: Readonly<Record<FloatDType, string>> = {
   f32: 'float32',
 };
 
+/**
+ * Largest value qk accepts for each size of `config.json`, checked before anything is allocated (the largest
+ * published dense models stay far below: 64 layers, hidden 8192, vocabularies of 256k, contexts of 1M).
+ */
+export const CONFIG_MAXIMA: Readonly<Record<string, number>> = Object.freeze({
+  hidden_size: 65_536,
+  num_hidden_layers: 1024,
+  num_attention_heads: 1024,
+  num_key_value_heads: 1024,
+  head_dim: 1024,
+  intermediate_size: 1 << 20,
+  vocab_size: 1 << 24,
+  max_position_embeddings: 1 << 24,
+});
+
+/** Most parameters a config may describe (10^12: no dense model of that size fits any one machine qk serves). */
+export const MAX_PARAMETERS = 1e12;
+
 /** Keys whose presence (with a non-empty value) marks a mixture-of-experts config. */
 const MOE_KEYS = [
   'num_experts',
@@ -117,7 +136,10 @@ function checkArchitecture(json: Record<string, unknown>, where: string): void {
   }
   const archList = Array.isArray(architectures) ? architectures : [architectures];
   if (architectures !== undefined && !archList.includes('Qwen3ForCausalLM')) {
-    const names = archList.map((a) => JSON.stringify(a)).join(', ');
+    const names = `${archList
+      .slice(0, 5)
+      .map((a) => describeValue(a))
+      .join(', ')}${archList.length > 5 ? ', …' : ''}`;
     const moe = archList.some((a) => typeof a === 'string' && /moe/i.test(a));
     throw new QkConfigError(
       `${where} is for ${names}, not Qwen3ForCausalLM; ${moe ? 'mixture-of-experts Qwen3 models are not supported, only the dense ones' : 'qk runs dense Qwen3 models only'}.`,
@@ -125,7 +147,7 @@ function checkArchitecture(json: Record<string, unknown>, where: string): void {
   }
   if (modelType !== undefined && modelType !== 'qwen3') {
     throw new QkConfigError(
-      `${where} has model_type ${JSON.stringify(modelType)}, expected "qwen3"; ${modelType === 'qwen3_moe' ? 'mixture-of-experts Qwen3 models are not supported, only the dense ones' : 'qk runs dense Qwen3 models only'}.`,
+      `${where} has model_type ${describeValue(modelType)}, expected "qwen3"; ${modelType === 'qwen3_moe' ? 'mixture-of-experts Qwen3 models are not supported, only the dense ones' : 'qk runs dense Qwen3 models only'}.`,
     );
   }
 }
@@ -137,7 +159,7 @@ function parseTorchDtype(value: unknown, problems: string[]): FloatDType {
     const found = TORCH_DTYPES[value.replace(/^torch\./, '')];
     if (found !== undefined) return found;
   }
-  problems.push(`torch_dtype ${JSON.stringify(value)} is not one of bfloat16, float16, float32`);
+  problems.push(`torch_dtype ${describeValue(value)} is not one of bfloat16, float16, float32`);
   return 'bf16';
 }
 
@@ -145,7 +167,7 @@ function parseEos(value: unknown, problems: string[]): readonly number[] {
   if (value === undefined || value === null) return Object.freeze([]);
   const list = Array.isArray(value) ? value : [value];
   if (!list.every((v) => Number.isSafeInteger(v) && (v as number) >= 0)) {
-    problems.push(`eos_token_id must be a token id or a list of them, got ${JSON.stringify(value)}`);
+    problems.push(`eos_token_id must be a token id or a list of them, got ${describeValue(value)}`);
     return Object.freeze([]);
   }
   return Object.freeze([...(list as number[])]);
@@ -194,7 +216,12 @@ export function parseQwen3Config(json: unknown, source = 'config.json'): Qwen3Co
     const value = json[key] ?? fallback;
     if (value === undefined || value === null) return 0; // already reported as missing
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-      problems.push(`${key} must be a positive integer, got ${JSON.stringify(value)}`);
+      problems.push(`${key} must be a positive integer, got ${describeValue(value)}`);
+      return 0;
+    }
+    const max = CONFIG_MAXIMA[key];
+    if (max !== undefined && value > max) {
+      problems.push(`${key} ${value} is above qk's limit of ${max}`);
       return 0;
     }
     return value;
@@ -202,7 +229,7 @@ export function parseQwen3Config(json: unknown, source = 'config.json'): Qwen3Co
   const positive = (key: string, fallback: number): number => {
     const value = json[key] ?? fallback;
     if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-      problems.push(`${key} must be a positive number, got ${JSON.stringify(value)}`);
+      problems.push(`${key} must be a positive number, got ${describeValue(value)}`);
       return fallback;
     }
     return value;
@@ -240,14 +267,14 @@ export function parseQwen3Config(json: unknown, source = 'config.json'): Qwen3Co
   ) {
     const theta = ropeParameters.rope_theta;
     if (typeof theta === 'number' && Number.isFinite(theta) && theta > 0) ropeTheta = theta;
-    else problems.push(`rope_parameters.rope_theta must be a positive number, got ${JSON.stringify(theta)}`);
+    else problems.push(`rope_parameters.rope_theta must be a positive number, got ${describeValue(theta)}`);
   }
   for (const key of ['rope_scaling', 'rope_parameters'] as const) {
     const value = json[key];
     if (value === undefined || value === null) continue;
     if (!isPlainObject(value) || !isDefaultRope(value)) {
       problems.push(
-        `${key} ${JSON.stringify(value)} asks for rope scaling, which qk does not implement (only plain RoPE)`,
+        `${key} ${describeValue(value)} asks for rope scaling, which qk does not implement (only plain RoPE)`,
       );
     }
   }
@@ -260,7 +287,7 @@ export function parseQwen3Config(json: unknown, source = 'config.json'): Qwen3Co
     const sliding = json.layer_types.filter((t) => t !== 'full_attention');
     if (sliding.length > 0) {
       problems.push(
-        `layer_types contains ${[...new Set(sliding.map((t) => JSON.stringify(t)))].join(', ')}; qk implements full attention only`,
+        `layer_types contains ${[...new Set(sliding.slice(0, 1000).map((t) => describeValue(t, 40)))].slice(0, 5).join(', ')}; qk implements full attention only`,
       );
     }
   }
@@ -269,18 +296,31 @@ export function parseQwen3Config(json: unknown, source = 'config.json'): Qwen3Co
   }
   const act = json.hidden_act ?? 'silu';
   if (act !== 'silu')
-    problems.push(`hidden_act is ${JSON.stringify(act)}; qk implements the SiLU (SwiGLU) MLP only`);
+    problems.push(`hidden_act is ${describeValue(act)}; qk implements the SiLU (SwiGLU) MLP only`);
 
   const tie = json.tie_word_embeddings ?? false;
   if (typeof tie !== 'boolean')
-    problems.push(`tie_word_embeddings must be true or false, got ${JSON.stringify(tie)}`);
+    problems.push(`tie_word_embeddings must be true or false, got ${describeValue(tie)}`);
   const torchDtype = parseTorchDtype(json.dtype ?? json.torch_dtype, problems);
   const eosTokenIds = parseEos(json.eos_token_id, problems);
   const bos = json.bos_token_id;
   if (bos !== undefined && bos !== null && !(Number.isSafeInteger(bos) && (bos as number) >= 0)) {
-    problems.push(`bos_token_id must be a token id, got ${JSON.stringify(bos)}`);
+    problems.push(`bos_token_id must be a token id, got ${describeValue(bos)}`);
   }
 
+  if (problems.length === 0) {
+    const h = hiddenSize;
+    const count =
+      vocabSize * h * 2 + numLayers * (h * headDim * (numHeads + numKvHeads) * 2 + 3 * h * intermediateSize);
+    if (count > MAX_PARAMETERS) {
+      throw new QkLimitError(
+        source,
+        'hidden_size × num_hidden_layers × …',
+        `${MAX_PARAMETERS} parameters`,
+        `describes about ${count.toExponential(2)} parameters`,
+      );
+    }
+  }
   if (problems.length > 0) {
     throw new QkConfigError(
       `${source} cannot be run by qk: ${problems.join('; ')}.${problems.length > 1 ? ` (${problems.length} problems)` : ''}`,

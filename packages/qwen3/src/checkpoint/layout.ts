@@ -5,6 +5,10 @@
 import type { FloatDType, Tensor } from '@qk/ops';
 import { floatDTypeOf, type SafetensorsTensorInfo } from '../safetensors/format.js';
 import type { LayerWeights, Qwen3Config, Qwen3Weights } from '../types.js';
+import { safeText } from '../untrusted.js';
+
+/** Names (or groups of names) an error lists before it says how many more there are. */
+const MAX_LISTED_NAMES = 20;
 
 /** A tensor a checkpoint must hold: HF name and shape. */
 export interface ExpectedTensor {
@@ -94,11 +98,13 @@ export function summarizeNames(names: readonly string[]): string {
   }
   const parts: string[] = [];
   for (const { prefix, suffix, layers } of groups.values()) {
-    if (layers.length === 0) parts.push(prefix);
-    else if (layers.length === 1) parts.push(`${prefix}${layers[0]}${suffix}`);
-    else parts.push(`${prefix}{${formatRanges(layers)}}${suffix}`);
+    if (parts.length === MAX_LISTED_NAMES) break;
+    if (layers.length === 0) parts.push(safeText(prefix, 100));
+    else if (layers.length === 1) parts.push(safeText(`${prefix}${layers[0]}${suffix}`, 100));
+    else parts.push(safeText(`${prefix}{${formatRanges(layers)}}${suffix}`, 160));
   }
-  return parts.join(', ');
+  const more = groups.size - parts.length;
+  return `${parts.join(', ')}${more > 0 ? `, and ${more} more` : ''}`;
 }
 
 function formatRanges(values: number[]): string {
@@ -146,7 +152,9 @@ export function checkpointProblems(
     const info = tensors.get(t.name);
     if (info === undefined) continue;
     if (info.shape.length !== t.shape.length || info.shape.some((d, i) => d !== t.shape[i])) {
-      problems.push(`${t.name} has shape ${formatShape(info.shape)}, expected ${formatShape(t.shape)}`);
+      problems.push(
+        `${safeText(t.name)} has shape ${formatShape(info.shape)}, expected ${formatShape(t.shape)}`,
+      );
     }
     if (floatDTypeOf(info.dtype) === undefined) {
       problems.push(`${t.name} is ${info.dtype}; only BF16, F16 and F32 tensors load as weights`);

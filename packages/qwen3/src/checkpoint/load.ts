@@ -7,6 +7,7 @@ import { QkAbortError, QkCheckpointError } from '../errors.js';
 import { type Checkpoint, openCheckpoint } from '../safetensors/checkpoint.js';
 import { floatDTypeOf } from '../safetensors/format.js';
 import type { Qwen3Config, Qwen3Weights } from '../types.js';
+import { safeText } from '../untrusted.js';
 import { convertBytes } from './convert.js';
 import { assembleWeights, checkpointProblems, expectedTensors } from './layout.js';
 
@@ -28,6 +29,21 @@ export interface LoadWeightsOptions<D extends FloatDType> {
   readonly onProgress?: (progress: LoadProgress) => void;
   /** Checked between tensors; on abort the tensors loaded so far are disposed and `QkAbortError` is thrown. */
   readonly signal?: AbortSignal;
+  /** Refuse a tensor holding NaN or ±Inf, naming it (default `false` here; `loadQwen3` turns it on). */
+  readonly checkFinite?: boolean;
+}
+
+/** Index of the first NaN or ±Inf element of `storage` (f32 values, or bf16/f16 bit patterns), or -1. */
+export function firstNonFinite(storage: ArrayLike<number>, dtype: FloatDType): number {
+  const n = storage.length;
+  if (dtype === 'f32') {
+    for (let i = 0; i < n; i++) if (!Number.isFinite(storage[i]!)) return i;
+    return -1;
+  }
+  // All exponent bits set: Inf or NaN.
+  const mask = dtype === 'bf16' ? 0x7f80 : 0x7c00;
+  for (let i = 0; i < n; i++) if ((storage[i]! & mask) === mask) return i;
+  return -1;
 }
 
 /**
@@ -73,6 +89,15 @@ export async function loadWeights<D extends FloatDType>(
       const raw = await checkpoint.readTensor(name);
       if (signal?.aborted) throw abortError(signal);
       const storage = convertBytes(raw.bytes, floatDTypeOf(raw.dtype)!, dtype);
+      if (options.checkFinite) {
+        const at = firstNonFinite(storage as ArrayLike<number>, dtype);
+        if (at >= 0) {
+          throw new QkCheckpointError(
+            `tensor ${safeText(name)} holds a non-finite value (NaN or ±Inf) at element ${at}; the weights are corrupted, so every engine would produce NaN/Inf. Re-download or re-save the checkpoint (loadQwen3's checkWeights: false, or qk's --skip-checks, loads it anyway).`,
+            checkpoint.dir,
+          );
+        }
+      }
       const host = Tensor.fromStorage(storage, raw.shape, dtype);
       if (device === 'cpu') loaded.set(name, host);
       else {

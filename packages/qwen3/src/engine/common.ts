@@ -3,7 +3,7 @@
  * the cache correctly, and a sampling step draws from a seed derived from the generation's seed and the step.
  */
 import { formatShape, QkIndexError, QkShapeError, QkValueError, type Tensor } from '@qk/ops';
-import { QkContextError } from '../errors.js';
+import { QkContextError, QkMemoryError } from '../errors.js';
 import type { Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
 
 /** The shape every tensor of {@link Qwen3Weights} must have under `config`, keyed by a readable path. */
@@ -143,4 +143,53 @@ export function stepSeed(seed: number, step: number): bigint {
   z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
   z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
   return z ^ (z >> 31n);
+}
+
+/** Bytes an engine commits for `config`: the weights at `weightBytes` per element plus the KV cache and logits. */
+export function engineBytes(
+  config: Qwen3Config,
+  maxContext: number,
+  weightBytes: number,
+  cacheBytes = weightBytes,
+): number {
+  const { numLayers, numKvHeads, headDim, vocabSize, hiddenSize, tieWordEmbeddings } = config;
+  // The parameter count of `config.ts`, inlined to keep this module free of the config parser.
+  const attention = hiddenSize * headDim * (config.numHeads + numKvHeads) * 2 + headDim * 2;
+  const layer = attention + 3 * hiddenSize * config.intermediateSize + 2 * hiddenSize;
+  const parameters = vocabSize * hiddenSize * (tieWordEmbeddings ? 1 : 2) + numLayers * layer + hiddenSize;
+  const cache = numLayers * 2 * maxContext * numKvHeads * headDim * cacheBytes;
+  return parameters * weightBytes + cache + vocabSize * 4;
+}
+
+const GIB = 1024 ** 3;
+const gib = (bytes: number) => `${(bytes / GIB).toFixed(bytes < 10 * GIB ? 1 : 0)} GiB`;
+
+/** Memory a machine reports: what it has and what is free now (`os.totalmem()` / `os.freemem()` on the host). */
+export interface MemoryInfo {
+  readonly totalBytes: number;
+  readonly freeBytes: number;
+}
+
+/**
+ * Refuses, before anything is allocated, an engine that cannot fit: `neededBytes` against the memory `where` has
+ * free (host RAM for the cpu engine, device memory for the GPU engines).
+ *
+ * @throws QkMemoryError saying how much is needed, how much there is, and what to do.
+ */
+export function checkMemoryFits(
+  op: string,
+  neededBytes: number,
+  memory: MemoryInfo,
+  where: string,
+  advice: string,
+): void {
+  if (neededBytes <= memory.freeBytes) return;
+  const whole = neededBytes > memory.totalBytes;
+  throw new QkMemoryError(
+    op,
+    `the model needs about ${gib(neededBytes)} of ${where} but ${whole ? `the machine has ${gib(memory.totalBytes)} in all` : `only ${gib(memory.freeBytes)} of ${gib(memory.totalBytes)} is free`}; ${advice} (loadQwen3's checkMemory: false, or qk's --skip-checks, skips this check).`,
+    neededBytes,
+    memory.freeBytes,
+    memory.totalBytes,
+  );
 }

@@ -16,6 +16,7 @@ import {
   swiglu,
   Tensor,
 } from '@qk/ops';
+import { QkNonFiniteError } from '../errors.js';
 import type { Engine, LayerWeights, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
 import { checkForwardArgs, checkSampling, checkWeightsMatchConfig } from './common.js';
 import { pickToken } from './sampling.js';
@@ -33,6 +34,9 @@ export interface CpuEngineOptions {
 }
 
 type F32Weights = Qwen3Weights<'f32'>;
+
+/** Prompt tokens per piece of {@link CpuEngine.nextAsync}'s prefill. */
+export const PREFILL_CHUNK = 32;
 
 /**
  * Float32 CPU copies of `weights`. Tensors already f32 on the CPU are used as they are; others are converted and
@@ -184,11 +188,91 @@ class CpuEngine implements Engine {
       throw new QkValueError(op, 'step', `must be a non-negative integer, got ${step}.`);
     }
     const logits = this.#forward(weights, ids, start);
+    this.#checkFinite(logits, step);
     logits.fill(-Infinity, this.#vocabLimit);
     return pickToken(logits, sampling, step);
   }
 
+  /**
+   * {@link next} in pieces: the prompt runs `PREFILL_CHUNK` tokens at a time and `between()` is awaited after every
+   * layer, so an abort (Ctrl-C) is seen within one layer of one chunk instead of after the whole prefill. The
+   * result is the same token `next` picks.
+   */
+  async nextAsync(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    between: () => Promise<void>,
+  ): Promise<number> {
+    const op = 'CpuEngine.next';
+    const weights = this.#live(op);
+    checkForwardArgs(op, this.config, this.maxContext, this.#filled, ids, start);
+    checkSampling(op, sampling);
+    if (!Number.isSafeInteger(step) || step < 0) {
+      throw new QkValueError(op, 'step', `must be a non-negative integer, got ${step}.`);
+    }
+    let logits: Float32Array | undefined;
+    for (let from = 0; from < ids.length; from += PREFILL_CHUNK) {
+      const chunk = ids.slice(from, from + PREFILL_CHUNK);
+      const last = from + PREFILL_CHUNK >= ids.length;
+      const steps = this.#forwardSteps(weights, chunk, start + from, last);
+      for (let r = steps.next(); ; r = steps.next()) {
+        if (r.done) {
+          logits = r.value;
+          break;
+        }
+        await between();
+        this.#live(op);
+      }
+    }
+    this.#checkFinite(logits!, step);
+    logits!.fill(-Infinity, this.#vocabLimit);
+    return pickToken(logits!, sampling, step);
+  }
+
+  /** Throws {@link QkNonFiniteError} when `logits` hold NaN or ±Inf, naming the weights that hold any. */
+  #checkFinite(logits: Float32Array, step: number): void {
+    let bad = -1;
+    for (let i = 0; i < logits.length; i++) {
+      if (!Number.isFinite(logits[i]!)) {
+        bad = i;
+        break;
+      }
+    }
+    if (bad < 0) return;
+    const weights = this.#weights!;
+    const names: string[] = [];
+    const check = (name: string, t: Tensor<'f32'>) => {
+      if (names.length < 5 && t.data.some((x) => !Number.isFinite(x))) names.push(name);
+    };
+    check('embed', weights.embed);
+    weights.layers.forEach((layer, i) => {
+      for (const [key, t] of Object.entries(layer)) check(`layers[${i}].${key}`, t);
+    });
+    check('norm', weights.norm);
+    if (weights.lmHead !== weights.embed) check('lmHead', weights.lmHead);
+    throw new QkNonFiniteError(step, names);
+  }
+
   #forward(weights: F32Weights, ids: readonly number[], start: number): Float32Array {
+    const steps = this.#forwardSteps(weights, ids, start, true);
+    for (;;) {
+      const r = steps.next();
+      if (r.done) return r.value!;
+    }
+  }
+
+  /**
+   * The forward pass as a generator that yields after every layer; its return value is the last position's
+   * logits, or `undefined` when `withLogits` is false (a prompt chunk before the last: only the cache matters).
+   */
+  *#forwardSteps(
+    weights: F32Weights,
+    ids: readonly number[],
+    start: number,
+    withLogits: boolean,
+  ): Generator<void, Float32Array | undefined, void> {
     const { numHeads, numKvHeads, headDim, rmsNormEps: eps, ropeTheta: theta } = this.config;
     const n = ids.length;
     const end = start + n;
@@ -196,7 +280,8 @@ class CpuEngine implements Engine {
     let residual: Tensor<'f32'> = embedding(ids, weights.embed);
     let x = rmsnorm(residual, weights.layers[0]!.inputNorm, { eps });
     const last = weights.layers.length - 1;
-    weights.layers.forEach((layer, i) => {
+    for (let i = 0; i <= last; i++) {
+      const layer = weights.layers[i]!;
       const k = qkNormRope(linear(x, layer.k).reshape([n, numKvHeads, headDim]), layer.kNorm, {
         positions,
         theta,
@@ -226,8 +311,10 @@ class CpuEngine implements Engine {
       const mlp = linear(swiglu(linear(x, layer.gate), linear(x, layer.up)), layer.down);
       const nextNorm = weights.layers[i + 1]?.inputNorm ?? weights.norm;
       ({ out: x, residual } = fusedAddRmsnorm(mlp, residual, nextNorm, { eps }));
-    });
+      if (i < last) yield;
+    }
     this.#filled = end;
+    if (!withLogits) return undefined;
     const { vocabSize, hiddenSize } = this.config;
     matVecRows(weights.lmHead.data, x.data, vocabSize, hiddenSize, this.#logits);
     return this.#logits;

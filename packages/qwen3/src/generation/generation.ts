@@ -5,6 +5,7 @@
 import { pickToken } from '../engine/sampling.js';
 import { QkAbortError, QkBusyError } from '../errors.js';
 import type { Engine, Qwen3Tokenizer, SamplingParams } from '../types.js';
+import type { PrefixCache } from './prefix-cache.js';
 import type { Turn } from './queue.js';
 import { StopStringFilter } from './stop-strings.js';
 
@@ -19,6 +20,8 @@ export type FinishReason = 'stop' | 'stop-string' | 'length' | 'context' | 'canc
 export interface GenerationStats {
   /** Tokens of the prompt (for chat: of the whole rendered conversation). */
   readonly promptTokens: number;
+  /** Leading prompt tokens whose KV rows were reused from the previous generation, so not prefilled again. */
+  readonly cachedPromptTokens: number;
   /** Tokens the model produced, a final stop token included (so it can exceed `ids.length` by one). */
   readonly generatedTokens: number;
   /** The effective token limit: `maxTokens`, or less when the prompt left less room in the context. */
@@ -153,6 +156,8 @@ export interface GenerationJob {
   readonly isDisposed: () => boolean;
   /** `performance.now()` when `generate()` was called. */
   readonly calledAt: number;
+  /** What the engine's cache holds, for prefix reuse; absent: every prefill starts at position 0. */
+  readonly prefix?: PrefixCache;
 }
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -199,8 +204,35 @@ async function waitForTurn(job: GenerationJob): Promise<() => void> {
  * the step runs again for its logits and the token is drawn with the padding masked, by the same rule and seed, so
  * the text never holds an id that cannot be printed.
  */
-function nextToken(job: GenerationJob, ids: readonly number[], start: number, step: number): number {
-  const token = job.engine.next(ids, start, job.sampling, step);
+/** An engine that can run a step in pieces, awaiting `between()` in between (the cpu engine: after every layer). */
+interface PiecewiseEngine {
+  nextAsync(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    between: () => Promise<void>,
+  ): Promise<number>;
+}
+
+function isPiecewise(engine: unknown): engine is PiecewiseEngine {
+  return typeof (engine as Partial<PiecewiseEngine>).nextAsync === 'function';
+}
+
+async function nextToken(
+  job: GenerationJob,
+  ids: readonly number[],
+  start: number,
+  step: number,
+): Promise<number> {
+  const { engine } = job;
+  // Where the engine allows it, abort signals and Ctrl-C are seen between layers, not only between tokens.
+  const token = isPiecewise(engine)
+    ? await engine.nextAsync(ids, start, job.sampling, step, async () => {
+        await yieldToEventLoop();
+        throwIfInterrupted(job);
+      })
+    : engine.next(ids, start, job.sampling, step);
   if (token < job.textVocabSize || job.stopIds.has(token)) return token;
   const logits = job.engine.logits(ids, start);
   logits.fill(-Infinity, job.textVocabSize);
@@ -223,7 +255,10 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
       sink.push(chunk);
     };
     const startedAt = performance.now();
-    let token = nextToken(job, promptIds, 0, 0);
+    // Rows the cache already holds for the prompt's start are not computed again (see prefix-cache.ts).
+    const cached = job.prefix?.claim(promptIds) ?? 0;
+    let token = await nextToken(job, promptIds.slice(cached), cached, 0);
+    job.prefix?.extend(promptIds.slice(cached));
     const firstAt = performance.now();
     let lastAt = firstAt;
     let produced = 1;
@@ -250,7 +285,8 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
         finishReason = 'cancelled';
         break;
       }
-      token = nextToken(job, [token], promptIds.length + ids.length - 1, ids.length);
+      token = await nextToken(job, [token], promptIds.length + ids.length - 1, ids.length);
+      job.prefix?.extend(ids.slice(-1));
       lastAt = performance.now();
       produced++;
     }
@@ -265,6 +301,7 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
       ids,
       stats: {
         promptTokens: promptIds.length,
+        cachedPromptTokens: cached,
         generatedTokens: produced,
         maxTokens: job.maxTokens,
         queuedMs: startedAt - enqueuedAt,

@@ -1,9 +1,9 @@
 /** The options of a generation, their defaults, and the sampling defaults a model directory may carry. */
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { QkValueError } from '@qk/ops';
 import { QkCheckpointError } from '../errors.js';
 import type { SamplingParams } from '../types.js';
+import { describeValue, LIMITS, readUntrustedJson } from '../untrusted.js';
 
 /** Options of `Qwen3Model.generate` and `Qwen3Model.chat`. */
 export interface GenerateOptions {
@@ -114,7 +114,7 @@ function numberField(json: Record<string, unknown>, key: string, file: string): 
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || !Number.isFinite(v)) {
     throw new QkCheckpointError(
-      `"${key}" must be a number, got ${JSON.stringify(v)}; fix or delete the file.`,
+      `"${key}" must be a number, got ${describeValue(v)}; fix or delete the file.`,
       file,
     );
   }
@@ -129,35 +129,49 @@ function numberField(json: Record<string, unknown>, key: string, file: string): 
  */
 export async function readGenerationConfig(dir: string): Promise<DirectoryGenerationConfig> {
   const file = join(dir, 'generation_config.json');
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT')
-      return { sampling: QWEN3_SAMPLING_DEFAULTS, eosTokenIds: [] };
-    throw new QkCheckpointError(`cannot be read (${(e as Error).message}).`, file);
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new QkCheckpointError(`is not valid JSON (${(e as Error).message}); fix or delete the file.`, file);
-  }
+  const json = await readUntrustedJson(
+    file,
+    LIMITS.configBytes,
+    (reason) => new QkCheckpointError(`${reason}; fix or delete the file.`, file),
+  );
+  if (json === undefined) return { sampling: QWEN3_SAMPLING_DEFAULTS, eosTokenIds: [] };
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     throw new QkCheckpointError('must hold a JSON object; fix or delete the file.', file);
   }
   const j = json as Record<string, unknown>;
   const d = QWEN3_SAMPLING_DEFAULTS;
   const greedy = j.do_sample === false;
-  const topP = numberField(j, 'top_p', file) ?? d.topP;
+  const field = (key: string, valid: (x: number) => boolean, range: string): number | undefined => {
+    const value = numberField(j, key, file);
+    if (value !== undefined && !valid(value)) {
+      throw new QkCheckpointError(
+        `"${key}" is ${value}, outside ${range}; fix or delete the file (qk does not replace it with a default).`,
+        file,
+      );
+    }
+    return value;
+  };
+  const temperature = field('temperature', (x) => x >= 0, '[0, ∞) (0 is greedy)');
+  const topK = field(
+    'top_k',
+    (x) => Number.isSafeInteger(x) && x >= 0,
+    'the non-negative integers (0 keeps all)',
+  );
+  const topP = field('top_p', (x) => x > 0 && x <= 1, '(0, 1]');
   const sampling: SamplingDefaults = {
-    temperature: greedy ? 0 : (numberField(j, 'temperature', file) ?? d.temperature),
-    topK: numberField(j, 'top_k', file) ?? d.topK,
-    topP: topP > 0 && topP <= 1 ? topP : d.topP,
+    temperature: greedy ? 0 : (temperature ?? d.temperature),
+    topK: topK ?? d.topK,
+    topP: topP ?? d.topP,
   };
   const eos = j.eos_token_id;
-  const eosTokenIds = (Array.isArray(eos) ? eos : eos === undefined || eos === null ? [] : [eos]).filter(
-    (id): id is number => Number.isSafeInteger(id) && (id as number) >= 0,
-  );
+  const eosList: unknown[] = Array.isArray(eos) ? eos : eos === undefined || eos === null ? [] : [eos];
+  const bad = eosList.find((id) => !Number.isSafeInteger(id) || (id as number) < 0);
+  if (bad !== undefined) {
+    throw new QkCheckpointError(
+      `"eos_token_id" must be a token id or a list of them, got ${describeValue(bad)} in it; fix or delete the file.`,
+      file,
+    );
+  }
+  const eosTokenIds = eosList as number[];
   return { sampling, eosTokenIds };
 }

@@ -2,9 +2,18 @@
  * One view over the safetensors of a checkpoint directory: `model.safetensors`, or the shards that
  * `model.safetensors.index.json` lists, checked against each other before any tensor is read.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
-import { QkCheckpointError } from '../errors.js';
+import { QkCheckpointError, QkLimitError } from '../errors.js';
+import {
+  describeValue,
+  inspectPath,
+  LIMITS,
+  notReadableReason,
+  quote,
+  readUntrustedJson,
+  safeText,
+} from '../untrusted.js';
 import type { RawTensor, SafetensorsTensorInfo } from './format.js';
 import { openSafetensors, type SafetensorsFile } from './reader.js';
 
@@ -35,35 +44,39 @@ export interface Checkpoint {
 }
 
 async function exists(path: string): Promise<'file' | 'dir' | undefined> {
-  try {
-    const s = await stat(path);
-    return s.isDirectory() ? 'dir' : 'file';
-  } catch {
-    return undefined;
+  const info = await inspectPath(path);
+  return info.kind === 'file' || info.kind === 'dir' ? info.kind : undefined;
+}
+
+/** Throws when `path` is there but cannot be read as a file (a dangling symlink, a FIFO, a directory). */
+async function requireReadable(path: string): Promise<void> {
+  const info = await inspectPath(path);
+  if (info.kind !== 'file' && info.kind !== 'missing') {
+    throw new QkCheckpointError(`${notReadableReason(info)}.`, path);
   }
 }
 
 /** Reads and checks the index: a `weight_map` of tensor name → shard file name inside the directory. */
 async function readIndex(indexPath: string): Promise<Map<string, string>> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await readFile(indexPath, 'utf8'));
-  } catch (e) {
-    throw new QkCheckpointError(
-      `is not valid JSON (${e instanceof Error ? e.message : String(e)}); re-download or re-save the checkpoint.`,
-      indexPath,
-    );
-  }
+  const json = await readUntrustedJson(
+    indexPath,
+    LIMITS.mediumJsonBytes,
+    (reason) => new QkCheckpointError(`${reason}; re-download or re-save the checkpoint.`, indexPath),
+  );
   const weightMap = (json as { weight_map?: unknown } | null)?.weight_map;
   if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap)) {
     throw new QkCheckpointError('has no "weight_map" object mapping tensor names to shard files.', indexPath);
+  }
+  const names = Object.keys(weightMap).length;
+  if (names > LIMITS.tensors) {
+    throw new QkLimitError(indexPath, 'weight_map', `${LIMITS.tensors} tensors`, `lists ${names} tensors`);
   }
   const map = new Map<string, string>();
   for (const [name, shard] of Object.entries(weightMap)) {
     // A shard must be a plain file name in the same directory: an index must not point anywhere else on disk.
     if (typeof shard !== 'string' || shard !== basename(shard) || shard === '.' || shard === '..') {
       throw new QkCheckpointError(
-        `maps tensor "${name}" to ${JSON.stringify(shard)}, which is not a file name in the checkpoint directory.`,
+        `maps tensor ${quote(name)} to ${describeValue(shard)}, which is not a file name in the checkpoint directory.`,
         indexPath,
       );
     }
@@ -88,7 +101,7 @@ function checkpointView(dir: string, files: SafetensorsFile[]): Checkpoint {
     async readTensor(name: string): Promise<RawTensor> {
       const info = tensors.get(name);
       if (info === undefined) {
-        throw new QkCheckpointError(`the checkpoint has no tensor named "${name}".`, dir);
+        throw new QkCheckpointError(`the checkpoint has no tensor named ${quote(name)}.`, dir);
       }
       return byFile.get(info.file)!.readTensor(name);
     },
@@ -106,33 +119,55 @@ async function openSharded(dir: string, indexPath: string): Promise<Checkpoint> 
   const weightMap = await readIndex(indexPath);
   const shardNames = [...new Set(weightMap.values())].sort();
   const missing: string[] = [];
-  for (const shard of shardNames) if ((await exists(join(dir, shard))) !== 'file') missing.push(shard);
+  for (const shard of shardNames) {
+    await requireReadable(join(dir, shard));
+    if ((await exists(join(dir, shard))) !== 'file') missing.push(shard);
+  }
   if (missing.length > 0) {
     throw new QkCheckpointError(
-      `lists shard${missing.length > 1 ? 's' : ''} ${missing.join(', ')} that ${missing.length > 1 ? 'are' : 'is'} not in ${dir}; the download is incomplete.`,
+      `lists shard${missing.length > 1 ? 's' : ''} ${missing
+        .slice(0, 10)
+        .map((m) => safeText(m, 80))
+        .join(
+          ', ',
+        )}${missing.length > 10 ? ` and ${missing.length - 10} more` : ''} that ${missing.length > 1 ? 'are' : 'is'} not in ${dir}; the download is incomplete.`,
       indexPath,
     );
   }
   const files: SafetensorsFile[] = [];
   try {
-    for (const shard of shardNames) files.push(await openSafetensors(join(dir, shard)));
+    let total = 0;
+    for (const shard of shardNames) {
+      const file = await openSafetensors(join(dir, shard));
+      files.push(file);
+      total += file.tensors.size;
+      if (total > LIMITS.tensors) {
+        throw new QkLimitError(
+          indexPath,
+          'the shards',
+          `${LIMITS.tensors} tensors`,
+          `hold ${total} tensors or more`,
+        );
+      }
+    }
     const problems: string[] = [];
     const foundIn = new Map<string, string>();
     for (const f of files) {
       const shard = basename(f.path);
       for (const name of f.tensors.keys()) {
         const other = foundIn.get(name);
-        if (other !== undefined) problems.push(`tensor "${name}" is in both ${other} and ${shard}`);
+        if (other !== undefined) problems.push(`tensor ${quote(name)} is in both ${other} and ${shard}`);
         foundIn.set(name, shard);
         const mapped = weightMap.get(name);
-        if (mapped === undefined) problems.push(`tensor "${name}" is in ${shard} but not in the weight_map`);
+        if (mapped === undefined)
+          problems.push(`tensor ${quote(name)} is in ${shard} but not in the weight_map`);
         else if (mapped !== shard)
-          problems.push(`tensor "${name}" is in ${shard} but the weight_map says ${mapped}`);
+          problems.push(`tensor ${quote(name)} is in ${shard} but the weight_map says ${mapped}`);
       }
     }
     for (const [name, shard] of weightMap) {
       if (!foundIn.has(name))
-        problems.push(`tensor "${name}" is not in ${shard} where the weight_map says it is`);
+        problems.push(`tensor ${quote(name)} is not in ${shard} where the weight_map says it is`);
     }
     if (problems.length > 0) {
       const shown = problems.slice(0, 20).join('; ');
@@ -175,12 +210,23 @@ export async function openCheckpoint(path: string): Promise<Checkpoint> {
     return checkpointView(dir, [await openSafetensors(dir)]);
   }
   const single = join(dir, SINGLE_FILE_NAME);
+  await requireReadable(single);
   if ((await exists(single)) === 'file') return checkpointView(dir, [await openSafetensors(single)]);
   const index = join(dir, INDEX_FILE_NAME);
+  await requireReadable(index);
   if ((await exists(index)) === 'file') return openSharded(dir, index);
   const others = (await readdir(dir)).filter((n) => n.endsWith('.safetensors'));
   throw new QkCheckpointError(
-    `has neither ${SINGLE_FILE_NAME} nor ${INDEX_FILE_NAME}${others.length > 0 ? ` (it has ${others.slice(0, 5).join(', ')}${others.length > 5 ? ', …' : ''}, but without an index qk cannot tell how they fit together)` : ''}; point at a directory saved by transformers' save_pretrained or by qk model init.`,
+    `has neither ${SINGLE_FILE_NAME} nor ${INDEX_FILE_NAME}${
+      others.length > 0
+        ? ` (it has ${others
+            .slice(0, 5)
+            .map((o) => safeText(o, 80))
+            .join(
+              ', ',
+            )}${others.length > 5 ? ', …' : ''}, but without an index qk cannot tell how they fit together)`
+        : ''
+    }; point at a directory saved by transformers' save_pretrained or by qk model init.`,
     dir,
   );
 }

@@ -4,7 +4,8 @@
  * a header against the size of its data section and builds headers for the writer; it does no I/O.
  */
 import type { FloatDType } from '@qk/ops';
-import { QkCheckpointError } from '../errors.js';
+import { QkCheckpointError, QkLimitError } from '../errors.js';
+import { checkJsonDepth, describeValue, jsonErrorMessage, LIMITS, quote } from '../untrusted.js';
 
 /** Element types the safetensors format names. Only BF16, F16 and F32 can be loaded as model weights. */
 export type SafetensorsDType =
@@ -139,15 +140,20 @@ export function parseHeader(
   if (!text.startsWith('{')) {
     fail('the safetensors header does not start with "{"; the file is corrupted or not a safetensors file.');
   }
+  checkJsonDepth(text, file, 4);
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
     fail(
-      `the safetensors header is not valid JSON (${e instanceof Error ? e.message : String(e)}); the file is corrupted or truncated.`,
+      `the safetensors header is not valid JSON (${jsonErrorMessage(e)}); the file is corrupted or truncated.`,
     );
   }
   if (!isPlainObject(json)) return fail('the safetensors header must be a JSON object.');
+  const entries = Object.keys(json).length - (json.__metadata__ === undefined ? 0 : 1);
+  if (entries > LIMITS.tensors) {
+    throw new QkLimitError(file, 'the header', `${LIMITS.tensors} tensors`, `lists ${entries} tensors`);
+  }
 
   let metadata: Record<string, string> = {};
   const rawMetadata = json.__metadata__;
@@ -161,18 +167,21 @@ export function parseHeader(
   const spans: { name: string; begin: number; end: number; info: SafetensorsTensorInfo }[] = [];
   for (const [name, entry] of Object.entries(json)) {
     if (name === '__metadata__') continue;
-    const where = `tensor "${name}"`;
+    const where = `tensor ${quote(name)}`;
     if (!isPlainObject(entry))
       fail(`${where}: its header entry must be an object with dtype, shape and data_offsets.`);
     const { dtype, shape, data_offsets: offsets } = entry as Record<string, unknown>;
     if (!isSafetensorsDType(dtype)) {
       fail(
-        `${where} has unknown dtype ${JSON.stringify(dtype)}; known: ${Object.keys(SAFETENSORS_DTYPE_BYTES).join(', ')}.`,
+        `${where} has unknown dtype ${describeValue(dtype)}; known: ${Object.keys(SAFETENSORS_DTYPE_BYTES).join(', ')}.`,
       );
+    }
+    if (Array.isArray(shape) && shape.length > LIMITS.tensorRank) {
+      fail(`${where} has ${shape.length} dimensions; qk reads tensors of at most ${LIMITS.tensorRank}.`);
     }
     const count = elementCount(shape);
     if (count === undefined)
-      fail(`${where} has shape ${JSON.stringify(shape)}, not a list of non-negative integers.`);
+      fail(`${where} has shape ${describeValue(shape)}, not a list of non-negative integers.`);
     if (
       !Array.isArray(offsets) ||
       offsets.length !== 2 ||
@@ -180,14 +189,14 @@ export function parseHeader(
       offsets[0] > offsets[1]
     ) {
       fail(
-        `${where} has data_offsets ${JSON.stringify(offsets)}, expected [begin, end] with 0 <= begin <= end.`,
+        `${where} has data_offsets ${describeValue(offsets)}, expected [begin, end] with 0 <= begin <= end.`,
       );
     }
     const [begin, end] = offsets as [number, number];
     const expected = count! * SAFETENSORS_DTYPE_BYTES[dtype as SafetensorsDType];
     if (end - begin !== expected) {
       fail(
-        `${where} (${dtype} ${JSON.stringify(shape)}) needs ${expected} bytes but its data_offsets [${begin}, ${end}] span ${end - begin}; the header is corrupted.`,
+        `${where} (${dtype} ${describeValue(shape)}) needs ${expected} bytes but its data_offsets [${begin}, ${end}] span ${end - begin}; the header is corrupted.`,
       );
     }
     if (end > dataBytes) {
@@ -212,12 +221,12 @@ export function parseHeader(
   for (const span of spans) {
     if (span.begin < cursor) {
       fail(
-        `tensor "${span.name}" [${span.begin}, ${span.end}) overlaps tensor "${previous}" which ends at ${cursor}; the header is corrupted.`,
+        `tensor ${quote(span.name)} [${span.begin}, ${span.end}) overlaps tensor ${quote(previous ?? '')} which ends at ${cursor}; the header is corrupted.`,
       );
     }
     if (span.begin > cursor) {
       fail(
-        `tensor "${span.name}" starts at ${span.begin} but the previous tensor${previous === undefined ? '' : ` "${previous}"`} ends at ${cursor}, leaving a hole in the data section; the header is corrupted.`,
+        `tensor ${quote(span.name)} starts at ${span.begin} but the previous tensor${previous === undefined ? '' : ` ${quote(previous)}`} ends at ${cursor}, leaving a hole in the data section; the header is corrupted.`,
       );
     }
     cursor = span.end;
@@ -243,12 +252,12 @@ export function specByteLength(spec: TensorSpec): number {
   const count = elementCount(spec.shape);
   if (count === undefined) {
     throw new QkCheckpointError(
-      `cannot write tensor "${spec.name}": shape ${JSON.stringify(spec.shape)} is not a list of non-negative integers.`,
+      `cannot write tensor ${quote(spec.name)}: shape ${describeValue(spec.shape)} is not a list of non-negative integers.`,
     );
   }
   if (!isSafetensorsDType(spec.dtype)) {
     throw new QkCheckpointError(
-      `cannot write tensor "${spec.name}": unknown dtype ${JSON.stringify(spec.dtype)}.`,
+      `cannot write tensor ${quote(spec.name)}: unknown dtype ${describeValue(spec.dtype)}.`,
     );
   }
   return count * SAFETENSORS_DTYPE_BYTES[spec.dtype];
@@ -269,7 +278,7 @@ export function encodeHeader(
   for (const spec of specs) {
     if (spec.name === '__metadata__' || seen.has(spec.name)) {
       throw new QkCheckpointError(
-        `cannot write tensor "${spec.name}": ${seen.has(spec.name) ? 'the name appears twice' : 'the name is reserved'}.`,
+        `cannot write tensor ${quote(spec.name)}: ${seen.has(spec.name) ? 'the name appears twice' : 'the name is reserved'}.`,
       );
     }
     seen.add(spec.name);

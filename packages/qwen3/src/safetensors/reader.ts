@@ -2,8 +2,10 @@
  * Reading one safetensors file: the header is validated in full when the file is opened, and each tensor is then
  * read on its own with positioned reads, so a model never has to fit in the JS heap at once.
  */
+import { constants } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import { QkCheckpointError } from '../errors.js';
+import { inspectPath, notReadableReason, quote } from '../untrusted.js';
 import {
   MAX_HEADER_BYTES,
   parseHeader,
@@ -91,9 +93,13 @@ async function readHeader(handle: FileHandle, path: string, fileBytes: number): 
  * @throws QkCheckpointError naming the file (and the tensor, where one is at fault).
  */
 export async function openSafetensors(path: string): Promise<SafetensorsFile> {
+  const info = await inspectPath(path);
+  if (info.kind === 'missing') throw new QkCheckpointError('no such file.', path);
+  if (info.kind !== 'file') throw new QkCheckpointError(`${notReadableReason(info)}.`, path);
   let handle: FileHandle;
   try {
-    handle = await open(path, 'r');
+    // O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it must still not block.
+    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new QkCheckpointError(
@@ -123,9 +129,12 @@ export async function openSafetensors(path: string): Promise<SafetensorsFile> {
     async readTensor(name: string): Promise<RawTensor> {
       const info = header.tensors.get(name);
       if (info === undefined) {
-        throw new QkCheckpointError(`has no tensor named "${name}" (it holds ${header.tensors.size}).`, path);
+        throw new QkCheckpointError(
+          `has no tensor named ${quote(name)} (it holds ${header.tensors.size}).`,
+          path,
+        );
       }
-      if (closed) throw new QkCheckpointError(`is closed; cannot read tensor "${name}".`, path);
+      if (closed) throw new QkCheckpointError(`is closed; cannot read tensor ${quote(name)}.`, path);
       const bytes = new Uint8Array(info.byteLength);
       await readFully(handle, bytes, info.fileOffset, path);
       return { dtype: info.dtype, shape: info.shape, bytes };

