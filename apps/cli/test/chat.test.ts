@@ -10,9 +10,9 @@ function promptSizes(err: string): number[] {
 }
 
 describe('qk chat (piped stdin)', () => {
-  it('answers each line, keeps the history, clears it on /reset and stops at /exit', () => {
+  it('answers each line, keeps the history, clears it on /reset and stops at /exit', async () => {
     const message = `hello ${Math.floor(Math.random() * 1000)}`;
-    const r = qk(
+    const r = await qk(
       ['chat', ...tiny, '--no-think'],
       `${message}\n${message}\n/reset\n${message}\n/exit\nnever answered\n`,
     );
@@ -27,35 +27,38 @@ describe('qk chat (piped stdin)', () => {
     expect(r.err.match(/meaningless/g)).toHaveLength(1);
   });
 
-  it('ends at end of input, and a system message and thinking mode change the prompt', () => {
-    const plain = promptSizes(qk(['chat', ...tiny], 'hi\n').err);
-    const system = promptSizes(qk(['chat', ...tiny, '--system', 'You are a pirate.'], 'hi\n').err);
-    const noThink = promptSizes(qk(['chat', ...tiny, '--no-think'], 'hi\n').err);
+  it('ends at end of input, and a system message and thinking mode change the prompt', async () => {
+    const plain = promptSizes((await qk(['chat', ...tiny], 'hi\n')).err);
+    const system = promptSizes((await qk(['chat', ...tiny, '--system', 'You are a pirate.'], 'hi\n')).err);
+    const noThink = promptSizes((await qk(['chat', ...tiny, '--no-think'], 'hi\n')).err);
     expect(plain).toHaveLength(1);
     expect(system[0]).toBeGreaterThan(plain[0]!);
     expect(noThink[0]).toBeGreaterThan(plain[0]!);
   });
 
-  it('tells the user about unknown commands and skips empty lines', () => {
-    const r = qk(['chat', ...tiny], '\n/help\n\nhi\n');
+  it('tells the user about unknown commands and skips empty lines', async () => {
+    const r = await qk(['chat', ...tiny], '\n/help\n\nhi\n');
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain('unknown command /help');
     expect(promptSizes(r.err)).toHaveLength(1);
   });
 
-  it('drops a turn that no longer fits the context and says how to go on', () => {
-    const r = qk(['chat', ...tiny, '--max-context', '24'], 'one two three\none two three\none two three\n');
+  it('drops a turn that no longer fits the context and says how to go on', async () => {
+    const r = await qk(
+      ['chat', ...tiny, '--max-context', '24'],
+      'one two three\none two three\none two three\n',
+    );
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain('/reset');
     expect(r.err).toMatch(/context holds 24/);
   });
 
-  it('has help and refuses stray arguments', () => {
-    const help = qk(['chat', '--help']);
+  it('has help and refuses stray arguments', async () => {
+    const help = await qk(['chat', '--help']);
     expect(help.code).toBe(0);
     for (const text of ['/reset', '/exit', 'Ctrl-C', '--system', '--no-think', '--model DIR'])
       expect(help.out).toContain(text);
-    const stray = qk(['chat', 'hello']);
+    const stray = await qk(['chat', 'hello']);
     expect(stray.code).toBe(2);
     expect(stray.err).toContain('qk chat --help');
   });

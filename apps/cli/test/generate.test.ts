@@ -6,15 +6,15 @@ import { qk } from './run-qk.js';
 const tiny = ['--preset', 'tiny', '--engine', 'cpu'];
 const prompt = `Count: ${Math.floor(Math.random() * 1000)}, ${Math.floor(Math.random() * 1000)},`;
 
-function json(args: readonly string[], input?: string) {
-  const r = qk(['generate', ...args, '--json'], input);
+async function json(args: readonly string[], input?: string) {
+  const r = await qk(['generate', ...args, '--json'], input);
   expect(r.code, r.err).toBe(0);
   return { report: JSON.parse(r.out), err: r.err };
 }
 
 describe('qk generate', () => {
-  it('--json prints one object with the text, ids, stats, engine and model', () => {
-    const { report, err } = json([prompt, ...tiny, '--max-tokens', '6', '--temperature', '0']);
+  it('--json prints one object with the text, ids, stats, engine and model', async () => {
+    const { report, err } = await json([prompt, ...tiny, '--max-tokens', '6', '--temperature', '0']);
     expect(report).toMatchObject({ model: 'tiny', engine: 'cpu', randomWeights: true });
     expect(report.ids.length).toBeLessThanOrEqual(6);
     expect(report.stats.maxTokens).toBe(6);
@@ -26,10 +26,10 @@ describe('qk generate', () => {
     expect(err).toContain('--model DIR');
   });
 
-  it('streams the same text to stdout, with stats and load progress on stderr', () => {
+  it('streams the same text to stdout, with stats and load progress on stderr', async () => {
     const args = [prompt, ...tiny, '--max-tokens', '5', '--seed', '7'];
-    const { report } = json(args);
-    const streamed = qk(['generate', ...args]);
+    const { report } = await json(args);
+    const streamed = await qk(['generate', ...args]);
     expect(streamed.code, streamed.err).toBe(0);
     expect(streamed.out).toBe(report.text);
     expect(streamed.err).toMatch(
@@ -40,23 +40,24 @@ describe('qk generate', () => {
     expect(streamed.err).not.toContain('\r');
   });
 
-  it('reads the prompt from stdin with -', () => {
-    const fromArg = json([prompt, ...tiny, '--max-tokens', '4', '--temperature', '0']).report;
-    const fromStdin = json(['-', ...tiny, '--max-tokens', '4', '--temperature', '0'], `${prompt}\n`).report;
+  it('reads the prompt from stdin with -', async () => {
+    const fromArg = (await json([prompt, ...tiny, '--max-tokens', '4', '--temperature', '0'])).report;
+    const fromStdin = (await json(['-', ...tiny, '--max-tokens', '4', '--temperature', '0'], `${prompt}\n`))
+      .report;
     expect(fromStdin.ids).toEqual(fromArg.ids);
     expect(fromStdin.stats.promptTokens).toBe(fromArg.stats.promptTokens);
   });
 
-  it('--chat wraps the prompt in the chat template; --no-think adds the empty think block', () => {
-    const plain = json([prompt, ...tiny, '--max-tokens', '1']).report;
-    const chat = json([prompt, ...tiny, '--max-tokens', '1', '--chat']).report;
-    const noThink = json([prompt, ...tiny, '--max-tokens', '1', '--chat', '--no-think']).report;
+  it('--chat wraps the prompt in the chat template; --no-think adds the empty think block', async () => {
+    const plain = (await json([prompt, ...tiny, '--max-tokens', '1'])).report;
+    const chat = (await json([prompt, ...tiny, '--max-tokens', '1', '--chat'])).report;
+    const noThink = (await json([prompt, ...tiny, '--max-tokens', '1', '--chat', '--no-think'])).report;
     expect(chat.stats.promptTokens).toBeGreaterThan(plain.stats.promptTokens);
     expect(noThink.stats.promptTokens).toBeGreaterThan(chat.stats.promptTokens);
   });
 
-  it('clamps to --max-context and says so in the finish reason', () => {
-    const { report } = json([
+  it('clamps to --max-context and says so in the finish reason', async () => {
+    const { report } = await json([
       'a b c d e',
       ...tiny,
       '--max-context',
@@ -70,12 +71,15 @@ describe('qk generate', () => {
     if (report.stats.finishReason !== 'stop') expect(report.stats.finishReason).toBe('context');
   });
 
-  it.runIf(!cudaAvailable())('without --model or a GPU it runs the tiny preset on the cpu engine', () => {
-    const { report } = json(['Hi', '--max-tokens', '1']);
-    expect(report).toMatchObject({ model: 'tiny', engine: 'cpu' });
-  });
+  it.runIf(!cudaAvailable())(
+    'without --model or a GPU it runs the tiny preset on the cpu engine',
+    async () => {
+      const { report } = await json(['Hi', '--max-tokens', '1']);
+      expect(report).toMatchObject({ model: 'tiny', engine: 'cpu' });
+    },
+  );
 
-  it('usage mistakes exit 2 with a pointer to help; model errors exit 1 with a sentence', () => {
+  it('usage mistakes exit 2 with a pointer to help; model errors exit 1 with a sentence', async () => {
     const usage: [string[], RegExp][] = [
       [[], /give a PROMPT/],
       [['a', 'b'], /one argument/],
@@ -88,24 +92,24 @@ describe('qk generate', () => {
       [['x', '--no-think'], /only applies with --chat/],
     ];
     for (const [args, message] of usage) {
-      const r = qk(['generate', ...args]);
+      const r = await qk(['generate', ...args]);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.err).toMatch(message);
       expect(r.err).toContain('qk generate --help');
     }
-    const missing = qk(['generate', 'x', '--model', '/definitely/not/here', '--engine', 'cpu']);
+    const missing = await qk(['generate', 'x', '--model', '/definitely/not/here', '--engine', 'cpu']);
     expect(missing.code).toBe(1);
     expect(missing.err).toContain('neither a preset');
     // The default model here is tiny (head size 32): refused by the megakernel with or without a GPU.
-    const megakernel = qk(['generate', 'x', '--engine', 'megakernel']);
+    const megakernel = await qk(['generate', 'x', '--engine', 'megakernel']);
     expect(megakernel.code).toBe(1);
     expect(megakernel.err).toMatch(
       cudaAvailable() ? /head size 128.*use "layered"/ : /needs a GPU.*use engine "cpu"/,
     );
   });
 
-  it('has help', () => {
-    const r = qk(['generate', '--help']);
+  it('has help', async () => {
+    const r = await qk(['generate', '--help']);
     expect(r.code).toBe(0);
     for (const flag of [
       '--model DIR',

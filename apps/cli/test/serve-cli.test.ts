@@ -9,8 +9,8 @@ import { postJson, sseEvents } from './serve-support.js';
 const main = resolve(fileURLToPath(new URL('..', import.meta.url)), 'dist/main.js');
 
 describe('qk serve (the command)', () => {
-  it('has help, and refuses bad flags with a usage error', () => {
-    const help = qk(['serve', '--help']);
+  it('has help, and refuses bad flags with a usage error', async () => {
+    const help = await qk(['serve', '--help']);
     expect(help.code).toBe(0);
     for (const text of [
       '/v1/chat/completions',
@@ -22,7 +22,7 @@ describe('qk serve (the command)', () => {
       '--model DIR',
     ])
       expect(help.out).toContain(text);
-    expect(qk(['--help']).out).toContain('serve');
+    expect((await qk(['--help'])).out).toContain('serve');
     for (const args of [
       ['--port', 'abc'],
       ['--port', '70000'],
@@ -30,7 +30,7 @@ describe('qk serve (the command)', () => {
       ['--api-key', ''],
       ['extra'],
     ]) {
-      const r = qk(['serve', ...args]);
+      const r = await qk(['serve', ...args]);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.err).toContain('qk serve --help');
     }
