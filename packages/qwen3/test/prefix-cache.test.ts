@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { QkAbortError } from '../src/errors.js';
+import type { PiecewiseEngine } from '../src/generation/generation.js';
 import type { GenerateOptions } from '../src/generation/options.js';
 import { PrefixCache } from '../src/generation/prefix-cache.js';
 import { Qwen3Model } from '../src/model.js';
@@ -23,15 +24,7 @@ interface Pass {
 
 /** A cpu engine that records the start and length of every forward pass. */
 function countingEngine(): { engine: Engine; passes: Pass[] } {
-  type Piecewise = Engine & {
-    nextAsync(
-      ids: readonly number[],
-      start: number,
-      sampling: SamplingParams,
-      step: number,
-      between: () => Promise<void>,
-    ): Promise<number>;
-  };
+  type Piecewise = Engine & PiecewiseEngine;
   const inner = createCpuEngine(config, randomWeights(config, seed), { maxContext: 256 }) as Piecewise;
   const passes: Pass[] = [];
   const engine = {

@@ -179,7 +179,8 @@ class CpuEngine implements Engine {
     return this.#forward(weights, ids, start).slice();
   }
 
-  next(ids: readonly number[], start: number, sampling: SamplingParams, step: number): number {
+  /** The checks {@link next} and {@link nextAsync} share; returns the live weights. */
+  #checkNext(ids: readonly number[], start: number, sampling: SamplingParams, step: number) {
     const op = 'CpuEngine.next';
     const weights = this.#live(op);
     checkForwardArgs(op, this.config, this.maxContext, this.#filled, ids, start);
@@ -187,6 +188,11 @@ class CpuEngine implements Engine {
     if (!Number.isSafeInteger(step) || step < 0) {
       throw new QkValueError(op, 'step', `must be a non-negative integer, got ${step}.`);
     }
+    return weights;
+  }
+
+  next(ids: readonly number[], start: number, sampling: SamplingParams, step: number): number {
+    const weights = this.#checkNext(ids, start, sampling, step);
     const logits = this.#forward(weights, ids, start);
     this.#checkFinite(logits, step);
     logits.fill(-Infinity, this.#vocabLimit);
@@ -205,13 +211,7 @@ class CpuEngine implements Engine {
     step: number,
     between: () => Promise<void>,
   ): Promise<number> {
-    const op = 'CpuEngine.next';
-    const weights = this.#live(op);
-    checkForwardArgs(op, this.config, this.maxContext, this.#filled, ids, start);
-    checkSampling(op, sampling);
-    if (!Number.isSafeInteger(step) || step < 0) {
-      throw new QkValueError(op, 'step', `must be a non-negative integer, got ${step}.`);
-    }
+    const weights = this.#checkNext(ids, start, sampling, step);
     let logits: Float32Array | undefined;
     for (let from = 0; from < ids.length; from += PREFILL_CHUNK) {
       const chunk = ids.slice(from, from + PREFILL_CHUNK);
@@ -223,7 +223,7 @@ class CpuEngine implements Engine {
           break;
         }
         await between();
-        this.#live(op);
+        this.#live('CpuEngine.next'); // disposed while it waited: stop here
       }
     }
     this.#checkFinite(logits!, step);

@@ -205,7 +205,7 @@ async function waitForTurn(job: GenerationJob): Promise<() => void> {
  * the text never holds an id that cannot be printed.
  */
 /** An engine that can run a step in pieces, awaiting `between()` in between (the cpu engine: after every layer). */
-interface PiecewiseEngine {
+export interface PiecewiseEngine {
   nextAsync(
     ids: readonly number[],
     start: number,
