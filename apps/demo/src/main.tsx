@@ -157,6 +157,9 @@ function App() {
             onInput={(e) => setMaxTokens((e.target as HTMLInputElement).value)}
           />
         </label>
+        <a href="benchmarks.html" data-testid="bench-link">
+          benchmarks
+        </a>
         {status !== '' && model === undefined && (
           <label>
             API key{' '}

@@ -135,6 +135,20 @@ describe.skipIf(!hasChromium)('the chat page in headless Chromium', () => {
     await page.screenshot({ path: resolve(root, 'test-results/demo.png'), fullPage: true });
   });
 
+  it('links to a page with the latest benchmark charts, each one drawn', async () => {
+    await page.goto(url);
+    await page.getByTestId('bench-link').click();
+    await page.waitForURL(/benchmarks\.html$/);
+    const images = page.locator('figure img');
+    expect(await images.count()).toBeGreaterThan(0);
+    for (const image of await images.all()) {
+      await expect
+        .poll(() => image.evaluate((el) => (el as HTMLImageElement).naturalWidth), { timeout: 10_000 })
+        .toBeGreaterThan(0);
+    }
+    await page.goto(url);
+  });
+
   it('stops a reply on Stop (the server cancels it), and starts afresh on reload', async () => {
     await page.getByTestId('max-tokens').fill('2000');
     await page.getByTestId('input').fill('Tell me a long story');
