@@ -21,6 +21,7 @@ export const MODEL_OPTIONS = {
   model: { type: 'string' },
   preset: { type: 'string' },
   engine: { type: 'string' },
+  weights: { type: 'string' },
   'max-tokens': { type: 'string' },
   temperature: { type: 'string' },
   'top-k': { type: 'string' },
@@ -41,6 +42,9 @@ export const MODEL_HELP = `Model:
   --engine NAME      cpu, layered or megakernel (default: megakernel where it serves the model: an sm_90
                      GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
                      modules)
+  --weights FORMAT   bf16 (default), int8 or int4: quantize the decoder projections at load (int4 in groups
+                     of 128); a checkpoint from qk model quantize loads as stored. Quantized weights run
+                     on the cpu engine in this version
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
   --skip-checks      load without checking the weights for NaN/Inf or the model's size against free memory`;
 
@@ -89,6 +93,8 @@ export function modelChoice(values: ModelValues): {
   source: string;
   /** The engine asked for; absent: loadQwen3 picks the default for the model. */
   engine?: EngineName;
+  /** `--weights`; absent: the checkpoint's own format (bf16 for a float checkpoint). */
+  weights?: 'bf16' | 'int8' | 'int4';
   maxContext?: number;
 } {
   if (values.model !== undefined && values.preset !== undefined) {
@@ -102,12 +108,25 @@ export function modelChoice(values: ModelValues): {
       `unknown preset ${shownValue(values.preset)} (known: ${Object.keys(PRESETS).join(', ')})`,
     );
   }
-  const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
+  const weights = values.weights;
+  if (weights !== undefined && weights !== 'bf16' && weights !== 'int8' && weights !== 'int4')
+    throw new UsageError(`--weights must be bf16, int8 or int4, got ${shownValue(weights)}`);
+  const quantized = weights === 'int8' || weights === 'int4';
+  if (quantized && engine !== undefined && engine !== 'cpu') {
+    throw new UsageError(
+      `--weights ${weights} runs on the cpu engine in this version; drop --engine ${engine} or use --weights bf16`,
+    );
+  }
+  const source =
+    values.model ??
+    values.preset ??
+    ((engine ?? (quantized ? 'cpu' : defaultEngine())) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
   if (maxContext === 0) throw new UsageError('--max-context must be at least 1');
   return {
     source,
     ...(engine === undefined ? {} : { engine }),
+    ...(weights === undefined ? {} : { weights }),
     ...(maxContext === undefined ? {} : { maxContext }),
   };
 }
@@ -117,7 +136,7 @@ export function modelChoice(values: ModelValues): {
  * random. `signal` aborts the load (Ctrl-C).
  */
 export async function openModel(values: ModelValues, signal?: AbortSignal): Promise<Qwen3Model> {
-  const { source, engine, maxContext } = modelChoice(values);
+  const { source, engine, weights, maxContext } = modelChoice(values);
   const bar = createProgressBar(`loading ${source}${engine === undefined ? '' : ` (${engine})`}`);
   // A hub id not yet in the cache downloads first (qk pull's bar), then loads.
   let pulling: ProgressBar | undefined;
@@ -134,6 +153,7 @@ export async function openModel(values: ModelValues, signal?: AbortSignal): Prom
   const model = await loadQwen3(source, {
     hub: { onProgress: (p) => pullProgress(p.loadedBytes, p.totalBytes) },
     ...(engine === undefined ? {} : { engine }),
+    ...(weights === undefined ? {} : { weights }),
     ...(maxContext === undefined ? {} : { maxContext }),
     ...(values['skip-checks'] ? { checkWeights: false, checkMemory: false } : {}),
     onLoadProgress: (p) => {

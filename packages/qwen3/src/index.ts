@@ -106,6 +106,21 @@ export {
   type Qwen3ModelParts,
 } from './model.js';
 export {
+  compareLogits,
+  type LinearError,
+  type LogitAgreement,
+  linearErrors,
+  type QkQuantizationConfig,
+  QkQuantizationError,
+  type QuantizeCheckpointOptions,
+  type QuantizedLayer,
+  type QuantizedLinear,
+  quantizeCheckpoint,
+  quantizeLinears,
+  readQuantizationConfig,
+  type WeightFormat,
+} from './quant/index.js';
+export {
   type Checkpoint,
   type CheckpointTensorInfo,
   openCheckpoint,

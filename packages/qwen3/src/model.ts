@@ -6,15 +6,10 @@ import { stat } from 'node:fs/promises';
 import { freemem, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { cudaDeviceInfo, cudaMemoryStats, type FloatDType, isFloatDType, QkValueError } from '@qk/ops';
-import {
-  disposeWeights,
-  type LoadProgress,
-  loadWeights,
-  randomWeights,
-  readCheckpointConfig,
-} from './checkpoint/index.js';
+import { type LoadProgress, loadWeights, randomWeights, readCheckpointConfig } from './checkpoint/index.js';
 import { isPresetName, PRESETS } from './config.js';
 import { checkMemoryFits, checkTokenIds, engineBytes } from './engine/common.js';
+import { createCpuEngine } from './engine/cpu.js';
 import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
 import { sampledInKernel } from './engine/layered.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
@@ -30,6 +25,15 @@ import {
 import { PrefixCache } from './generation/prefix-cache.js';
 import { TurnQueue } from './generation/queue.js';
 import { isHubId, type PullOptions, resolveHubModel } from './hub/index.js';
+import { loadQuantizedCheckpoint, readQuantizationConfig } from './quant/checkpoint.js';
+import {
+  checkWeightFormat,
+  disposeFloatWeights,
+  disposeQuantizedLayers,
+  type QuantizedLayer,
+  quantizeLinears,
+  type WeightFormat,
+} from './quant/quantize.js';
 import { loadTokenizer } from './tokenizer/index.js';
 import type {
   ChatMessage,
@@ -58,6 +62,15 @@ export interface LoadOptions {
    * float32 whatever the weights' dtype, so `'bf16'` there means bf16-rounded weights).
    */
   readonly dtype?: FloatDType;
+  /**
+   * Weight format of the decoder projections (q/k/v/o/gate/up/down). `'bf16'` (default) keeps them in `dtype`;
+   * `'int8'` (per output channel) and `'int4'` (groups of `groupSize` inputs) quantize them at load with the
+   * `@qk/ops` quantizers. Embedding, LM head and norms stay in `dtype`. Quantized weights run on the `cpu` engine in
+   * this version (the default engine for them); asking a GPU engine for them throws `QkValueError`.
+   */
+  readonly weights?: WeightFormat;
+  /** INT4 group size (default 128). */
+  readonly groupSize?: number;
   /**
    * KV-cache rows: the longest prompt + generation. Default `min(config.maxPositionEmbeddings, 4096)`; at most
    * `config.maxPositionEmbeddings`.
@@ -427,6 +440,17 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
       'must be a preset name (tiny, 0.6b, …) or a checkpoint directory.',
     );
   }
+  const requested = options.weights === undefined ? undefined : checkWeightFormat(op, options.weights);
+  const refuseGpu = (format: WeightFormat) => {
+    if (format !== 'bf16' && options.engine !== undefined && options.engine !== 'cpu') {
+      throw new QkValueError(
+        op,
+        'weights',
+        `"${format}": quantized weights run on the cpu engine in this version; the ${options.engine} engine does not load them yet (qk does not silently dequantize them to bf16). Pass engine "cpu", or weights "bf16" with a float checkpoint.`,
+      );
+    }
+  };
+  if (requested !== undefined) refuseGpu(requested);
   if (options.engine !== undefined) checkEngineAvailable(options.engine, op);
   if (options.dtype !== undefined && !isFloatDType(options.dtype))
     throw new QkValueError(
@@ -453,9 +477,24 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   }
   const dir = preset ? undefined : resolve(dirOrPreset);
   const config = preset ? PRESETS[dirOrPreset] : await readCheckpointConfig(dir!);
-  const engineName =
-    options.engine ??
-    (options.dtype === undefined || options.dtype === 'bf16' ? defaultEngine(config) : defaultEngine());
+  // A qk quantized checkpoint loads as stored: no re-quantizing, and no dequantizing to another format.
+  const stored = dir === undefined ? undefined : await readQuantizationConfig(dir);
+  const storedFormat: WeightFormat | undefined = stored === undefined ? undefined : `int${stored.bits}`;
+  if (storedFormat !== undefined && requested !== undefined && requested !== storedFormat) {
+    throw new QkValueError(
+      op,
+      'weights',
+      `is "${requested}" but ${dir} holds a checkpoint quantized to ${storedFormat}; omit weights (or pass "${storedFormat}"), or load the float checkpoint it was made from.`,
+    );
+  }
+  const weightFormat = storedFormat ?? requested ?? 'bf16';
+  refuseGpu(weightFormat);
+  const bits = weightFormat === 'int8' ? 8 : weightFormat === 'int4' ? 4 : undefined;
+  const engineName: EngineName =
+    bits !== undefined
+      ? 'cpu'
+      : (options.engine ??
+        (options.dtype === undefined || options.dtype === 'bf16' ? defaultEngine(config) : defaultEngine()));
   const placement = ENGINE_PLACEMENT[engineName];
   const dtype = options.dtype ?? placement.dtype;
   checkEngineAvailable(engineName, op, { config, dtype });
@@ -477,15 +516,35 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
     ...(onProgress === undefined ? {} : { onProgress }),
     ...(signal === undefined ? {} : { signal }),
   };
-  const weights: Qwen3Weights = preset
-    ? await randomWeights(config, { ...loadOptions, seed })
-    : await loadWeights(dir!, config, { ...loadOptions, checkFinite: options.checkWeights ?? true });
+  let quantized: QuantizedLayer[] | undefined;
+  let weights: Qwen3Weights;
+  if (stored !== undefined) {
+    ({ weights, quantized } = await loadQuantizedCheckpoint(dir!, config, stored, {
+      dtype: loadOptions.dtype,
+      checkFinite: options.checkWeights ?? true,
+      ...(onProgress === undefined ? {} : { onProgress }),
+      ...(signal === undefined ? {} : { signal }),
+    }));
+  } else {
+    weights = preset
+      ? await randomWeights(config, { ...loadOptions, seed })
+      : await loadWeights(dir!, config, { ...loadOptions, checkFinite: options.checkWeights ?? true });
+  }
   let engine: Engine;
   try {
     if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);
-    engine = createEngine(engineName, config, weights, { maxContext, vocabLimit: tokenizer.vocabSize });
+    const engineOptions = { maxContext, vocabLimit: tokenizer.vocabSize };
+    if (bits === undefined) engine = createEngine(engineName, config, weights, engineOptions);
+    else {
+      quantized ??= quantizeLinears(weights, {
+        bits,
+        ...(options.groupSize === undefined ? {} : { groupSize: options.groupSize }),
+      });
+      engine = createCpuEngine(config, weights, { ...engineOptions, quantized });
+    }
   } catch (e) {
-    disposeWeights(weights);
+    disposeFloatWeights(weights);
+    if (quantized !== undefined) disposeQuantizedLayers(quantized);
     throw e;
   }
   return new Qwen3Model({

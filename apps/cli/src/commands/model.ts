@@ -13,6 +13,7 @@ import {
   loadWeights,
   PRESETS,
   type Qwen3Config,
+  quantizeCheckpoint,
   readCheckpointConfig,
   readReference,
   writeRandomCheckpoint,
@@ -26,11 +27,13 @@ export const MODEL_HELP = `qk model — make and inspect Qwen3 checkpoints
 Usage: qk model init --preset NAME --out DIR [options]
        qk model info DIR [--json]
        qk model compare DIR [--reference REF_DIR] [--engine NAME] [--json FILE]
+       qk model quantize DIR --to int8|int4 [--group 128|64] --out DIR2
 
 Commands:
   init     write a checkpoint of random weights (HF's initialisation) that transformers and qk both load
   info     print a checkpoint's config, parameter count, size and dtypes (qk model info --help)
   compare  check an engine against HF transformers' logits on the same checkpoint (qk model compare --help)
+  quantize write an INT8/INT4 weight-only copy of a checkpoint (qk model quantize --help)
 
 Run qk model init --help for init's options.`;
 
@@ -283,10 +286,76 @@ async function compareCommand(argv: string[]): Promise<number> {
   }
 }
 
+export const MODEL_QUANTIZE_HELP = `qk model quantize — write a weight-only quantized copy of a Qwen3 checkpoint
+
+Usage: qk model quantize DIR --to int8|int4 [--group 128|64] --out DIR2
+
+Reads the bf16/f16/f32 checkpoint DIR and writes DIR2 with every decoder projection (q/k/v/o/gate/up/down)
+quantized by the @qk/ops quantizers: int8 symmetric per output channel, or int4 symmetric in groups of --group
+inputs. Embedding, LM head and norms keep their dtype (their error lands on every logit, and at 8B they are a
+small share of the bytes). config.json gains a quantization_config ({ "quant_method": "qk", "bits", "group_size",
+"modules", "format_version": 1 }); loadQwen3 / qk generate --model DIR2 load it as stored, on the cpu engine in
+this version.
+
+Options:
+  --to FORMAT  int8 or int4
+  --group N    int4 group size along the inputs (default 128; must be even and divide every projection's inputs)
+  --out DIR2   the directory to write (created; must not hold a config.json)
+  -h, --help   this help`;
+
+async function quantizeCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    argv,
+    {
+      to: { type: 'string' },
+      group: { type: 'string' },
+      out: { type: 'string' },
+    } as const,
+    true,
+  );
+  if (values.help) {
+    console.log(MODEL_QUANTIZE_HELP);
+    return 0;
+  }
+  const dir = positionals[0];
+  if (dir === undefined || positionals.length > 1) throw new UsageError('expects one checkpoint directory');
+  if (values.to !== 'int8' && values.to !== 'int4')
+    throw new UsageError(
+      `--to must be int8 or int4, got ${values.to === undefined ? 'nothing' : `"${values.to}"`}`,
+    );
+  if (values.out === undefined) throw new UsageError('--out DIR2 is required');
+  const group = intOption(values.group, 'group');
+  if (group !== undefined && values.to === 'int8') throw new UsageError('--group applies to --to int4 only');
+  if (group !== undefined && (group < 2 || group % 2 !== 0))
+    throw new UsageError(`--group must be an even number of at least 2, got ${group}`);
+  const bits = values.to === 'int8' ? 8 : 4;
+  const bar = createProgressBar(`quantizing ${dir} to ${values.to}`);
+  const result = await withInterrupt(async (signal) => {
+    try {
+      const written = await quantizeCheckpoint(dir, values.out!, {
+        bits,
+        ...(group === undefined ? {} : { groupSize: group }),
+        signal,
+        onProgress: (p) => bar.update(p.written, p.total),
+      });
+      bar.finish();
+      return written;
+    } catch (e) {
+      if (process.stderr.isTTY) process.stderr.write('\n');
+      throw e;
+    }
+  });
+  console.log(
+    `Wrote ${values.to}${bits === 4 ? ` (group ${result.config.group_size})` : ' (per output channel)'} weights of ${dir} to ${values.out}:\n` +
+      `  files: ${result.files.map((f) => f.split('/').pop()).join(', ')}, config.json`,
+  );
+  return 0;
+}
+
 /** `qk model …`: `argv` is what follows `model`. Returns the exit code; throws `UsageError` for bad usage. */
 export async function modelCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === undefined) throw new UsageError('expects a subcommand: init, info or compare');
+  if (sub === undefined) throw new UsageError('expects a subcommand: init, info, compare or quantize');
   if (sub === '-h' || sub === '--help' || sub === 'help') {
     console.log(MODEL_HELP);
     return 0;
@@ -294,5 +363,6 @@ export async function modelCommand(argv: string[]): Promise<number> {
   if (sub === 'init') return initCommand(rest);
   if (sub === 'info') return infoCommand(rest);
   if (sub === 'compare') return compareCommand(rest);
-  throw new UsageError(`unknown subcommand "${sub}" (init, info or compare)`);
+  if (sub === 'quantize') return quantizeCommand(rest);
+  throw new UsageError(`unknown subcommand "${sub}" (init, info, compare or quantize)`);
 }

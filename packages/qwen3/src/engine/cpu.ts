@@ -8,7 +8,6 @@ import {
   embedding,
   type FloatDType,
   fusedAddRmsnorm,
-  linear,
   QkDisposedError,
   QkValueError,
   qkNormRope,
@@ -17,6 +16,14 @@ import {
   Tensor,
 } from '@qk/ops';
 import { QkNonFiniteError } from '../errors.js';
+import {
+  anyLinear,
+  checkQuantizedWeights,
+  disposeQuantizedLayers,
+  LINEAR_KEYS,
+  type LinearKey,
+  type QuantizedLayer,
+} from '../quant/quantize.js';
 import type { Engine, LayerWeights, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
 import { checkForwardArgs, checkSampling, checkWeightsMatchConfig } from './common.js';
 import { pickToken } from './sampling.js';
@@ -31,6 +38,12 @@ export interface CpuEngineOptions {
    * masked.
    */
   readonly vocabLimit?: number;
+  /**
+   * Quantized decoder projections (from `quantizeLinears` or a quantized checkpoint), one entry per layer. When
+   * given, the engine runs those projections through the `@qk/ops` references `linearInt8` / `linearInt4` and
+   * frees the float projections of `weights` at once; they may also be absent (a quantized checkpoint has none).
+   */
+  readonly quantized?: readonly QuantizedLayer[];
 }
 
 type F32Weights = Qwen3Weights<'f32'>;
@@ -42,7 +55,8 @@ export const PREFILL_CHUNK = 32;
  * Float32 CPU copies of `weights`. Tensors already f32 on the CPU are used as they are; others are converted and
  * their originals disposed, so the engine holds one copy. A tied LM head stays the same object as the embedding.
  */
-function toCpuF32(weights: Qwen3Weights): F32Weights {
+function toCpuF32(weights: Qwen3Weights, dropLinears = false): F32Weights {
+  const dropped = new Set<string>(dropLinears ? LINEAR_KEYS : []);
   const converted = new Map<Tensor, Tensor<'f32'>>();
   const convert = (t: Tensor<FloatDType>): Tensor<'f32'> => {
     if (t.device === 'cpu' && t.dtype === 'f32') return t as Tensor<'f32'>;
@@ -59,7 +73,10 @@ function toCpuF32(weights: Qwen3Weights): F32Weights {
     embed: convert(weights.embed),
     layers: weights.layers.map((l) => {
       const layer = {} as Record<keyof LayerWeights, Tensor<'f32'>>;
-      for (const key of Object.keys(l) as (keyof LayerWeights)[]) layer[key] = convert(l[key]);
+      for (const key of Object.keys(l) as (keyof LayerWeights)[]) {
+        if (dropped.has(key)) (l[key] as Tensor | undefined)?.dispose();
+        else layer[key] = convert(l[key]);
+      }
       return layer;
     }),
     norm: convert(weights.norm),
@@ -72,7 +89,7 @@ function toCpuF32(weights: Qwen3Weights): F32Weights {
 /** Every distinct tensor of a weight set (a tied LM head counts once). */
 function allTensors(weights: Qwen3Weights): Set<Tensor> {
   const set = new Set<Tensor>([weights.embed, weights.norm, weights.lmHead]);
-  for (const layer of weights.layers) for (const t of Object.values(layer)) set.add(t);
+  for (const layer of weights.layers) for (const t of Object.values(layer)) if (t !== undefined) set.add(t);
   return set;
 }
 
@@ -150,16 +167,24 @@ class CpuEngine implements Engine {
   readonly maxContext: number;
   readonly #vocabLimit: number;
   #weights: F32Weights | null;
+  #quantized: readonly QuantizedLayer[] | undefined;
   readonly #keys: CacheRows[];
   readonly #values: CacheRows[];
   readonly #logits: Float32Array;
   #filled = 0;
 
-  constructor(config: Qwen3Config, weights: Qwen3Weights, maxContext: number, vocabLimit: number) {
+  constructor(
+    config: Qwen3Config,
+    weights: Qwen3Weights,
+    maxContext: number,
+    vocabLimit: number,
+    quantized?: readonly QuantizedLayer[],
+  ) {
     this.config = config;
     this.maxContext = maxContext;
     this.#vocabLimit = vocabLimit;
-    this.#weights = toCpuF32(weights);
+    this.#quantized = quantized;
+    this.#weights = toCpuF32(weights, quantized !== undefined);
     const row = config.numKvHeads * config.headDim;
     this.#keys = weights.layers.map(() => new CacheRows(row, maxContext));
     this.#values = weights.layers.map(() => new CacheRows(row, maxContext));
@@ -243,8 +268,8 @@ class CpuEngine implements Engine {
     if (bad < 0) return;
     const weights = this.#weights!;
     const names: string[] = [];
-    const check = (name: string, t: Tensor<'f32'>) => {
-      if (names.length < 5 && t.data.some((x) => !Number.isFinite(x))) names.push(name);
+    const check = (name: string, t: Tensor<'f32'> | undefined) => {
+      if (t !== undefined && names.length < 5 && t.data.some((x) => !Number.isFinite(x))) names.push(name);
     };
     check('embed', weights.embed);
     weights.layers.forEach((layer, i) => {
@@ -282,20 +307,22 @@ class CpuEngine implements Engine {
     const last = weights.layers.length - 1;
     for (let i = 0; i <= last; i++) {
       const layer = weights.layers[i]!;
-      const k = qkNormRope(linear(x, layer.k).reshape([n, numKvHeads, headDim]), layer.kNorm, {
+      const quantized = this.#quantized?.[i];
+      const lin = (t: Tensor<'f32'>, key: LinearKey) => anyLinear(t, quantized?.[key] ?? layer[key]);
+      const k = qkNormRope(lin(x, 'k').reshape([n, numKvHeads, headDim]), layer.kNorm, {
         positions,
         theta,
         eps,
       });
       this.#keys[i]!.write(start, k.data);
-      this.#values[i]!.write(start, linear(x, layer.v).data);
+      this.#values[i]!.write(start, lin(x, 'v').data);
       // Only the last position's logits are returned, so the last layer needs its queries, MLP and residual for
       // that row alone; the other rows have already left their keys and values in the cache.
       const from = i === last ? n - 1 : 0;
       const rows = n - from;
       const xs = from === 0 ? x : x.slice(from);
       if (from > 0) residual = residual.slice(from);
-      const q = qkNormRope(linear(xs, layer.q).reshape([rows, numHeads, headDim]), layer.qNorm, {
+      const q = qkNormRope(lin(xs, 'q').reshape([rows, numHeads, headDim]), layer.qNorm, {
         positions: positions.slice(from),
         theta,
         eps,
@@ -306,9 +333,9 @@ class CpuEngine implements Engine {
         this.#values[i]!.view(end, numKvHeads, headDim),
         { positionOffset: start + from },
       );
-      const attnOut = linear(context.reshape([rows, numHeads * headDim]), layer.o);
+      const attnOut = lin(context.reshape([rows, numHeads * headDim]), 'o');
       ({ out: x, residual } = fusedAddRmsnorm(attnOut, residual, layer.postNorm, { eps }));
-      const mlp = linear(swiglu(linear(x, layer.gate), linear(x, layer.up)), layer.down);
+      const mlp = lin(swiglu(lin(x, 'gate'), lin(x, 'up')), 'down');
       const nextNorm = weights.layers[i + 1]?.inputNorm ?? weights.norm;
       ({ out: x, residual } = fusedAddRmsnorm(mlp, residual, nextNorm, { eps }));
       if (i < last) yield;
@@ -323,6 +350,7 @@ class CpuEngine implements Engine {
   dispose(): void {
     if (this.#weights === null) return;
     for (const t of allTensors(this.#weights)) t.dispose();
+    if (this.#quantized !== undefined) disposeQuantizedLayers(this.#quantized);
     this.#weights = null;
   }
 }
@@ -341,17 +369,18 @@ export function createCpuEngine(
   options: CpuEngineOptions,
 ): Engine {
   const op = 'createCpuEngine';
-  const { maxContext, vocabLimit = config.vocabSize } = options;
+  const { maxContext, vocabLimit = config.vocabSize, quantized } = options;
   if (!Number.isSafeInteger(maxContext) || maxContext < 1) {
     throw new QkValueError(op, 'maxContext', `must be a positive integer, got ${maxContext}.`);
   }
   if (!Number.isSafeInteger(vocabLimit) || vocabLimit < 1) {
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${vocabLimit}.`);
   }
-  checkWeightsMatchConfig(op, config, weights);
+  if (quantized === undefined) checkWeightsMatchConfig(op, config, weights);
+  else checkQuantizedWeights(op, config, weights, quantized);
   // Disposal bookkeeping relies on each weight being a tensor it may free.
   for (const t of allTensors(weights)) {
     if (t.disposed) throw new QkValueError(op, 'weights', 'holds a disposed tensor; load the weights again.');
   }
-  return new CpuEngine(config, weights, maxContext, Math.min(vocabLimit, config.vocabSize));
+  return new CpuEngine(config, weights, maxContext, Math.min(vocabLimit, config.vocabSize), quantized);
 }

@@ -1,0 +1,68 @@
+/** `qk model quantize` and `--weights`, called in-process. */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { UsageError } from '../src/args.js';
+import { modelCommand } from '../src/commands/model.js';
+import { modelChoice, openModel } from '../src/model-options.js';
+
+let root: string;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'qk-quantize-cli-'));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+async function run(...argv: string[]): Promise<{ code: number; out: string }> {
+  const out: string[] = [];
+  vi.spyOn(console, 'log').mockImplementation((...args: unknown[]) => {
+    out.push(args.join(' '));
+  });
+  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  try {
+    return { code: await modelCommand(argv), out: out.join('\n') };
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
+describe('qk model quantize', () => {
+  it('writes an int4 checkpoint that --model loads as stored', async () => {
+    const src = join(root, 'tiny');
+    const out = join(root, 'tiny-int4');
+    expect((await run('init', '--preset', 'tiny', '--out', src)).code).toBe(0);
+    const r = await run('quantize', src, '--to', 'int4', '--group', '64', '--out', out);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('int4 (group 64)');
+    const config = JSON.parse(await readFile(join(out, 'config.json'), 'utf8'));
+    expect(config.quantization_config).toMatchObject({ quant_method: 'qk', bits: 4, group_size: 64 });
+    vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    try {
+      const model = await openModel({ model: out, 'max-context': '16' });
+      expect(model.engine).toBe('cpu');
+      const result = await model.generate([1, 2, 3], { maxTokens: 3, temperature: 0 }).result;
+      expect(result.ids).toHaveLength(3);
+      model.dispose();
+    } finally {
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('refuses bad usage', async () => {
+    await expect(run('quantize', join(root, 'x'), '--to', 'int3', '--out', 'y')).rejects.toThrow(UsageError);
+    await expect(run('quantize', join(root, 'x'), '--to', 'int8')).rejects.toThrow(/--out/);
+    await expect(
+      run('quantize', join(root, 'x'), '--to', 'int8', '--group', '64', '--out', 'y'),
+    ).rejects.toThrow(/int4 only/);
+  });
+});
+
+describe('--weights', () => {
+  it('selects the cpu engine and the tiny preset by default, and refuses GPU engines', () => {
+    expect(modelChoice({ weights: 'int8' })).toEqual({ source: 'tiny', weights: 'int8' });
+    expect(() => modelChoice({ weights: 'int4', engine: 'layered' })).toThrow(/cpu engine in this version/);
+    expect(() => modelChoice({ weights: 'fp8' })).toThrow(UsageError);
+  });
+});
