@@ -82,6 +82,27 @@ Options:
   --json FILE      also write every step as JSON
   -h, --help       this help`;
 
+/**
+ * Runs long `work` under Ctrl-C handling with a progress bar on stderr; when it fails, the half-drawn bar's line
+ * is ended first so the error message starts on its own.
+ */
+async function withProgress<T>(
+  label: string,
+  work: (signal: AbortSignal, update: (done: number, total: number) => void) => Promise<T>,
+): Promise<T> {
+  const bar = createProgressBar(label);
+  return withInterrupt(async (signal) => {
+    try {
+      const result = await work(signal, (done, total) => bar.update(done, total));
+      bar.finish();
+      return result;
+    } catch (e) {
+      if (process.stderr.isTTY) process.stderr.write('\n');
+      throw e;
+    }
+  });
+}
+
 const DTYPES = ['bf16', 'f16', 'f32'] as const;
 type CliDType = (typeof DTYPES)[number];
 
@@ -145,25 +166,16 @@ async function initCommand(argv: string[]): Promise<number> {
   const maxShardBytes =
     values['shard-size'] === undefined ? undefined : parseSize(values['shard-size'], 'shard-size');
   const config = PRESETS[values.preset];
-  const bar = createProgressBar(`writing ${values.preset}`);
-  const summary = await withInterrupt(async (signal) => {
-    try {
-      const written = await writeRandomCheckpoint(values.out!, config, {
-        seed,
-        dtype: dtype as CliDType,
-        overwrite: values.force === true,
-        signal,
-        ...(maxShardBytes !== undefined ? { maxShardBytes } : {}),
-        onProgress: (p) => bar.update(p.writtenBytes, p.totalBytes),
-      });
-      bar.finish();
-      return written;
-    } catch (e) {
-      // End the half-drawn bar's line so the error message starts on its own.
-      if (process.stderr.isTTY) process.stderr.write('\n');
-      throw e;
-    }
-  });
+  const summary = await withProgress(`writing ${values.preset}`, (signal, update) =>
+    writeRandomCheckpoint(values.out!, config, {
+      seed,
+      dtype: dtype as CliDType,
+      overwrite: values.force === true,
+      signal,
+      ...(maxShardBytes !== undefined ? { maxShardBytes } : {}),
+      onProgress: (p) => update(p.writtenBytes, p.totalBytes),
+    }),
+  );
   console.log(
     `Wrote Qwen3 ${values.preset} with random weights (seed ${seed}) to ${summary.dir}:\n` +
       `  ${formatCount(summary.parameters)} parameters, ${summary.dtype}, ${formatBytes(summary.tensorBytes)} in ${summary.shards} safetensors file${summary.shards === 1 ? '' : 's'}\n` +
@@ -329,22 +341,14 @@ async function quantizeCommand(argv: string[]): Promise<number> {
   if (group !== undefined && (group < 2 || group % 2 !== 0))
     throw new UsageError(`--group must be an even number of at least 2, got ${group}`);
   const bits = values.to === 'int8' ? 8 : 4;
-  const bar = createProgressBar(`quantizing ${dir} to ${values.to}`);
-  const result = await withInterrupt(async (signal) => {
-    try {
-      const written = await quantizeCheckpoint(dir, values.out!, {
-        bits,
-        ...(group === undefined ? {} : { groupSize: group }),
-        signal,
-        onProgress: (p) => bar.update(p.written, p.total),
-      });
-      bar.finish();
-      return written;
-    } catch (e) {
-      if (process.stderr.isTTY) process.stderr.write('\n');
-      throw e;
-    }
-  });
+  const result = await withProgress(`quantizing ${dir} to ${values.to}`, (signal, update) =>
+    quantizeCheckpoint(dir, values.out!, {
+      bits,
+      ...(group === undefined ? {} : { groupSize: group }),
+      signal,
+      onProgress: (p) => update(p.written, p.total),
+    }),
+  );
   console.log(
     `Wrote ${values.to}${bits === 4 ? ` (group ${result.config.group_size})` : ' (per output channel)'} weights of ${dir} to ${values.out}:\n` +
       `  files: ${result.files.map((f) => f.split('/').pop()).join(', ')}, config.json`,
