@@ -41,6 +41,12 @@ describe('benchModel', () => {
       // The cpu engine has no screen: every draw counts the bf16 LM head, and no note.
       expect(sampled.bytesPerToken(0)).toBe(bytesPerToken(model.config, 0, 4));
       expect(sampled.note).toBeUndefined();
+      // Runs repeat one prompt: each must prefill it whole, not reuse the previous run's cached rows.
+      const prompt = [5, 6, 7, 8, 9, 10];
+      await greedy.generate(prompt, 2);
+      const repeated = (await greedy.generate(prompt, 2)) as { cachedPromptTokens?: number };
+      expect(repeated.cachedPromptTokens).toBe(0);
+      expect((await model.generate(prompt, { maxTokens: 1 }).result).stats.cachedPromptTokens).toBe(5);
     } finally {
       model.dispose();
     }

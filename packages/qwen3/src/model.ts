@@ -347,6 +347,15 @@ export class Qwen3Model {
     return new Generation((sink) => runGeneration(job, sink));
   }
 
+  /**
+   * Forgets which prompt prefix the cache holds, so the next generation prefills its whole prompt (benchmarks
+   * measure a cold prefill this way). The cached rows themselves stay; they are simply not reused.
+   */
+  forgetPrefix(): void {
+    this.#checkLive('Qwen3Model.forgetPrefix');
+    this.#prefix.clear();
+  }
+
   /** The built-in variants per module kind of a patchable engine (`layered`). @throws QkValueError otherwise. */
   variants(): Readonly<Record<ModuleKind, readonly string[]>> {
     this.#checkLive('Qwen3Model.variants');

@@ -122,6 +122,13 @@ describe('prefix KV reuse', () => {
     const fresh = await m.generate(other, { temperature: 0, maxTokens: 3 }).result;
     expect(passes[0]).toEqual({ start: 0, tokens: 12 });
     expect(fresh.stats.cachedPromptTokens).toBe(0);
+    // forgetPrefix: the same prompt again runs whole, and gives the same tokens.
+    m.forgetPrefix();
+    passes.length = 0;
+    const forgotten = await m.generate(other, { temperature: 0, maxTokens: 3 }).result;
+    expect(passes[0]).toEqual({ start: 0, tokens: 12 });
+    expect(forgotten.stats.cachedPromptTokens).toBe(0);
+    expect(forgotten.ids).toEqual(fresh.ids);
     m.dispose();
   });
 

@@ -57,7 +57,11 @@ export function benchModel(model: Qwen3Model, sampling?: GenerateOptions): E2eMo
             'so its bytes count as the int8 screen: 1 byte per weight + 16 per row',
         }
       : {}),
-    generate: async (ids, maxTokens) => (await model.generate(ids, { ...draw, maxTokens }).result).stats,
+    // Every run is measured cold: a prompt repeated across runs must not reuse the previous run's cached rows.
+    generate: async (ids, maxTokens) => {
+      model.forgetPrefix();
+      return (await model.generate(ids, { ...draw, maxTokens }).result).stats;
+    },
     ...(model.engine === 'layered'
       ? { patch: (spec: Record<string, string>) => model.patch(spec as Parameters<Qwen3Model['patch']>[0]) }
       : {}),
