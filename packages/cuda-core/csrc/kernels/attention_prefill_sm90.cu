@@ -329,19 +329,25 @@ int gqa_pack(const AttentionPrefillArgs& a) {
   return p;
 }
 
-/** The launch grid of either kernel: `pack` heads per block row group, one block per (query tile, head group). */
-struct Grid {
-  int pack;
-  int n_hgroups;
-  int64_t blocks;
-};
-
-Grid grid_of(const AttentionPrefillArgs& a, int bm) {
+/**
+ * Launches either kernel (they take the same arguments) on its grid: `pack` query heads per block row group, one
+ * block per (query tile of bm rows, head group).
+ */
+template <typename T>
+cudaError_t launch_rows(void (*kernel)(T*, const T*, const T*, const T*, int, int, int, int, int, int, int, bool,
+                                       float),
+                        const AttentionPrefillArgs& a, int bm, int threads, size_t smem, cudaStream_t stream) {
   const int pack = gqa_pack(a);
   const int n_hgroups = static_cast<int>(a.q_heads / pack);
   const int64_t pos_per_tile = bm / pack;
-  const int64_t q_tiles = (a.q_len + pos_per_tile - 1) / pos_per_tile;
-  return {pack, n_hgroups, q_tiles * n_hgroups};
+  const int64_t blocks = (a.q_len + pos_per_tile - 1) / pos_per_tile * n_hgroups;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(
+      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
+      static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
+      static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
+      a.scale * kLog2e);
+  return cudaGetLastError();
 }
 
 template <typename T, int D, int BK = MmaCfg<D>::kBK>
@@ -355,15 +361,7 @@ cudaError_t launch_mma(const AttentionPrefillArgs& a, cudaStream_t stream) {
       configured = true;
     }
   }
-  const Grid grid = grid_of(a, C::kBM);
-  if (grid.blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  const int pack = grid.pack, n_hgroups = grid.n_hgroups;
-  mma_kernel<T, D, BK><<<static_cast<unsigned>(grid.blocks), C::kThreads, C::kSmem, stream>>>(
-      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-      static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
-      static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
-      a.scale * kLog2e);
-  return cudaGetLastError();
+  return launch_rows(mma_kernel<T, D, BK>, a, C::kBM, C::kThreads, C::kSmem, stream);
 }
 
 template <typename T>
@@ -613,15 +611,7 @@ cudaError_t launch_wg(const AttentionPrefillArgs& a, cudaStream_t stream) {
                                             static_cast<int>(smem)));
     configured = true;
   }
-  const Grid grid = grid_of(a, WgCfg::kBM);
-  if (grid.blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  const int pack = grid.pack, n_hgroups = grid.n_hgroups;
-  wg_kernel<T, kPipelined><<<static_cast<unsigned>(grid.blocks), WgCfg::kThreads, smem, stream>>>(
-      static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
-      static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
-      static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
-      a.scale * kLog2e);
-  return cudaGetLastError();
+  return launch_rows(wg_kernel<T, kPipelined>, a, WgCfg::kBM, WgCfg::kThreads, smem, stream);
 }
 
 template <typename T>
