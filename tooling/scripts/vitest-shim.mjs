@@ -1,12 +1,23 @@
-// A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, expect with toBe,
-// toEqual, toMatch, toContain, toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a
-// message part, expect.arrayContaining), so gpu-test-bundle.mjs can
+// A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, afterAll,
+// onTestFinished, expect with toBe, toEqual, toMatchObject, toMatch, toContain, toHaveLength, toBeCloseTo,
+// toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a message part, `.rejects`,
+// expect.arrayContaining), so gpu-test-bundle.mjs can
 // turn such a file into one script that runs under a bare `node` on a GPU host with no npm (DESIGN.md §5). It is
 // not vitest: it only needs to run our own tests faithfully, and it fails a run in which nothing passed.
 import { isDeepStrictEqual } from 'node:util';
 
 const tests = [];
+const afterAllHooks = [];
+let finishHooks = [];
 let prefix = '';
+/** Runs once every test has run (in registration order), like vitest's file-level afterAll. */
+export function afterAll(fn) {
+  afterAllHooks.push(fn);
+}
+/** Runs after the current test, passed or failed. */
+export function onTestFinished(fn) {
+  finishHooks.push(fn);
+}
 export function describe(name, fn) {
   const p = prefix;
   prefix = `${p}${name} > `;
@@ -32,11 +43,38 @@ function eq(a, b) {
   if (b && typeof b === 'object' && !Array.isArray(b)) return Object.keys(b).every((k) => eq(a?.[k], b[k]));
   return isDeepStrictEqual(a, b);
 }
+function throwMatches(e, want, fail) {
+  const message = String(e?.message ?? e);
+  if (typeof want === 'function' && !(e instanceof want))
+    fail(`to throw ${want.name}, threw ${e?.constructor?.name}: ${message}`);
+  if (want instanceof RegExp && !want.test(message)) fail(`to throw ${want}, threw: ${message}`);
+  if (typeof want === 'string' && !message.includes(want)) fail(`to throw "${want}", threw: ${message}`);
+}
 export function expect(v, msg = '') {
   const fail = (what) => {
     throw new Error(`${msg ? `${msg}: ` : ''}expected ${JSON.stringify(v)?.slice(0, 200)} ${what}`);
   };
   return {
+    rejects: {
+      toThrow: async (want) => {
+        try {
+          await v;
+        } catch (e) {
+          throwMatches(e, want, fail);
+          return;
+        }
+        fail('to reject');
+      },
+    },
+    toMatchObject: (x) => {
+      if (!eq(v, x)) fail('to match the object');
+    },
+    toHaveLength: (n) => {
+      if (v?.length !== n) fail(`to have length ${n}`);
+    },
+    toBeCloseTo: (x, digits = 2) => {
+      if (!(Math.abs(v - x) < 10 ** -digits / 2)) fail(`to be close to ${x} (${digits} digits)`);
+    },
     toBe: (x) => {
       if (!Object.is(v, x)) fail(`to be ${x}`);
     },
@@ -65,12 +103,7 @@ export function expect(v, msg = '') {
       try {
         v();
       } catch (e) {
-        const message = String(e?.message ?? e);
-        if (typeof want === 'function' && !(e instanceof want))
-          fail(`to throw ${want.name}, threw ${e?.constructor?.name}: ${message}`);
-        if (want instanceof RegExp && !want.test(message)) fail(`to throw ${want}, threw: ${message}`);
-        if (typeof want === 'string' && !message.includes(want))
-          fail(`to throw "${want}", threw: ${message}`);
+        throwMatches(e, want, fail);
         return;
       }
       fail('to throw');
@@ -95,8 +128,13 @@ export async function run() {
     } catch (e) {
       failed++;
       console.log(`FAIL ${t.name}\n  ${e?.stack ?? e}`);
+    } finally {
+      const hooks = finishHooks;
+      finishHooks = [];
+      for (const hook of hooks) await hook();
     }
   }
+  for (const hook of afterAllHooks) await hook();
   console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
   process.exitCode = failed > 0 || passed === 0 ? 1 : 0;
 }

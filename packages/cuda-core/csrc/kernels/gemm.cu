@@ -8,6 +8,7 @@
 // reads fall in 8 distinct 16-byte bank groups. f32: a 64 × 64 SIMT tile, 4 × 4 outputs per thread.
 #include <type_traits>
 
+#include "../common/cp_async.cuh"
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
@@ -22,21 +23,6 @@ constexpr int kThreads = 256;
 constexpr int kBK = 32;
 constexpr int kLds = kBK + 8;  // padded shared row, in elements
 constexpr int kStages = 3;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/** 16-byte async copy; `src_bytes` = 0 fills the destination with zeros without reading `src`. */
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 /** Rows [r0, r0 + ROWS) × columns [k0, k0 + kBK) of a K-contiguous operand into a padded shared tile. */
 template <typename T, int ROWS, bool kAsync>
@@ -120,12 +106,12 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t af[MI][4];
 #pragma unroll
       for (int i = 0; i < MI; i++)
-        ldmatrix_x4(af[i], smem_addr(as + (wm * WM + i * 16 + (lane & 15)) * kLds + kk + (lane >> 4) * 8));
+        ldmatrix_x4(af[i], shared_address(as + (wm * WM + i * 16 + (lane & 15)) * kLds + kk + (lane >> 4) * 8));
       uint32_t bfrag[NI][2];
 #pragma unroll
       for (int j = 0; j < NI / 2; j++) {
         uint32_t r[4];
-        ldmatrix_x4(r, smem_addr(bs + (wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLds + kk +
+        ldmatrix_x4(r, shared_address(bs + (wn * WN + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * kLds + kk +
                                  ((lane >> 3) & 1) * 8));
         bfrag[2 * j][0] = r[0];
         bfrag[2 * j][1] = r[1];

@@ -18,6 +18,7 @@
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "gemm.h"
+#include "gemm_skinny.h"
 #include "gemv.h"
 
 namespace qk {
@@ -637,6 +638,20 @@ cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;
   if (a.m < 0 || a.k < 0 || a.n < 0 || a.m > INT32_MAX || a.k > INT32_MAX || a.n > INT32_MAX)
     return cudaErrorInvalidValue;
+  SkinnyArgs s{};
+  s.dtype = a.dtype;
+  s.weight = SkinnyWeight::Dense;
+  s.out = a.out;
+  s.x = a.x;
+  s.w = a.weight;
+  s.bias = a.bias;
+  s.m = a.m;
+  s.k = a.k;
+  s.n = a.n;
+  s.act = a.act;
+  bool launched = false;
+  const cudaError_t skinny = try_gemm_skinny(s, stream, &launched);
+  if (launched) return skinny;
   if (a.m > kGemvMaxM) {
     GemmArgs g{};
     g.dtype = a.dtype;

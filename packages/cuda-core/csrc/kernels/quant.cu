@@ -7,6 +7,7 @@
 // other way. Weights are read twice (absmax, then codes); this runs once per model load.
 #include "../common/cuda_check.h"
 #include "../common/numeric.cuh"
+#include "gemm_skinny.h"
 #include "gemv.h"
 #include "quant.h"
 
@@ -105,12 +106,37 @@ cudaError_t launch_quantize_int8(const QuantizeArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_quantize_int4(const QuantizeArgs& a, cudaStream_t stream) { return launch_quantize<true>(a, stream); }
 
+namespace {
+
+/** M from kSkinnyMinM: the tensor-core kernel of gemm_skinny.cu (W read once per 64 rows); else the GEMV engine. */
+cudaError_t launch_linear_quant(const QuantLinearArgs& a, QuantFormat format, cudaStream_t stream) {
+  SkinnyArgs s{};
+  s.dtype = a.dtype;
+  s.weight = format == QuantFormat::Int8 ? SkinnyWeight::Int8 : SkinnyWeight::Int4;
+  s.out = a.out;
+  s.x = a.x;
+  s.w = a.qweight;
+  s.scales = a.scales;
+  s.bias = a.bias;
+  s.m = a.m;
+  s.k = a.k;
+  s.n = a.n;
+  s.group = a.group;
+  s.act = Activation::None;
+  bool launched = false;
+  const cudaError_t skinny = try_gemm_skinny(s, stream, &launched);
+  if (launched) return skinny;
+  return launch_gemv_quant(to_gemv(a, format), stream);
+}
+
+}  // namespace
+
 cudaError_t launch_linear_int8(const QuantLinearArgs& a, cudaStream_t stream) {
-  return launch_gemv_quant(to_gemv(a, QuantFormat::Int8), stream);
+  return launch_linear_quant(a, QuantFormat::Int8, stream);
 }
 
 cudaError_t launch_linear_int4(const QuantLinearArgs& a, cudaStream_t stream) {
-  return launch_gemv_quant(to_gemv(a, QuantFormat::Int4), stream);
+  return launch_linear_quant(a, QuantFormat::Int4, stream);
 }
 
 }  // namespace qk

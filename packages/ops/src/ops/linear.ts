@@ -36,7 +36,9 @@ export interface LinearOptions<D extends FloatDType> {
  *
  * `x` is `[..., in]`, `weight` is `[out, in]` (one row per output feature, as `nn.Linear` stores it), `bias` is
  * `[out]`; all one dtype. Returns `[..., out]` in that dtype. Float64 accumulation, one rounding. On CUDA
- * (fp32 accumulation): streaming GEMV kernels up to 8 rows, a tiled tensor-core GEMM (SIMT for f32) above.
+ * (fp32 accumulation): a streaming GEMV for 1 row, the small-M tensor-core kernel for 2–32 rows (bf16/f16, `in` a
+ * multiple of 32), a tiled tensor-core GEMM (SIMT for f32) above; the row limits are measured (cuda-core's
+ * csrc/kernels/GEMM_SKINNY.md).
  */
 export function linear<D extends FloatDType>(
   x: Tensor<D>,
@@ -99,10 +101,14 @@ export interface LinearSwigluOptions {
   out?: Tensor;
 }
 
-/** Largest row count the fused CUDA kernel serves with a norm; more rows run the separate ops. */
-const RMSNORM_LINEAR_FUSED_MAX_ROWS = 64;
-/** Without a norm the fused kernel is a GEMV with a SwiGLU epilogue: it serves the rows `linear`'s GEMV serves. */
-const LINEAR_SWIGLU_FUSED_MAX_ROWS = 8;
+/**
+ * Largest row count the fused CUDA kernel (a GEMV that streams W once per 8 rows on CUDA cores) serves; more rows
+ * run the separate ops, whose linear streams W once per 32 rows on tensor cores. Measured on an H200 over the
+ * Qwen3-0.6B and -8B projections: at 2 rows the two are even, at 8 the GEMV takes 3× longer (GEMM_SKINNY.md).
+ */
+const RMSNORM_LINEAR_FUSED_MAX_ROWS = 2;
+/** Without a norm the fused kernel is a GEMV with a SwiGLU epilogue: the same limit. */
+const LINEAR_SWIGLU_FUSED_MAX_ROWS = 2;
 
 /**
  * RMSNorm followed by a bias-free linear layer, the pattern in front of Qwen3's QKV and gate/up projections:
@@ -121,7 +127,7 @@ const LINEAR_SWIGLU_FUSED_MAX_ROWS = 8;
  *   float32 (not rounded to the dtype), one rounding at the end.
  * - `normWeight` `null`: no norm, `h = x` (then `residual` is refused); with `glu` this is {@link linearSwiglu}.
  *
- * On CUDA, up to 64 rows (8 without a norm) run one fused kernel (each block normalises its rows in shared
+ * On CUDA, up to 2 rows run one fused kernel (each block normalises its rows in shared
  * memory); more rows run the separate ops (`fusedAddRmsnorm` or `rmsnorm`, `linear`, then `swigluFused`, which
  * rounds gate and up to the dtype in between: a difference inside the dtype's tolerance).
  */
@@ -140,7 +146,7 @@ export function rmsnormLinear<D extends FloatDType>(
  *
  * `x` is `[..., in]`, `gateUp` `[2·ffn, in]` (the rows of `gate_proj` then those of `up_proj`), one dtype; returns
  * `[..., ffn]`. The same as `rmsnormLinear(x, null, gateUp, { glu: 'swiglu' })`: `g` and `u` are kept in float32,
- * one rounding at the end. On CUDA, up to 8 rows run one fused GEMV kernel; more rows run `linear` (which rounds the
+ * one rounding at the end. On CUDA, up to 2 rows run one fused GEMV kernel; more rows run `linear` (which rounds the
  * `[..., 2·ffn]` projection to the dtype) then `swigluFused`.
  */
 export function linearSwiglu<D extends FloatDType>(

@@ -297,6 +297,19 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
       cases.push(linearCase(dtype, { m, k: 1024, n: 1024 }, 'edge', { activation, bias: true }));
     }
     cases.push(linearCase(dtype, { m: 5, k: 111, n: 989 }, 'odd', { activation, bias: true }));
+    cases.push(linearCase(dtype, { m: 12, k: 1024, n: 1000 }, 'edge', { activation, bias: true }));
+  }
+  // The small-M tensor-core kernel (K a multiple of 32): row tiles cut short, a last K stage cut short, N not a whole
+  // block, a single output column.
+  for (const m of [2, 7, 16, 17, 31, 32]) {
+    for (const [k, n] of [
+      [4128, 989],
+      [1056, 7],
+      [96, 4097],
+      [32, 1],
+    ] as const) {
+      cases.push(linearCase(dtype, { m, k, n }, 'edge', { label: 'small-M tensor cores' }));
+    }
   }
   cases.push(linearCase(dtype, { m: 1, k: 1024, n: 3072 }, 'edge', { bias: true }));
   cases.push(linearCase(dtype, { m: 96, k: 1024, n: 3072 }, 'edge', { bias: true }));
@@ -378,6 +391,16 @@ function quantLinearCases(dtype: FloatDType): VerifyCase[] {
     cases.push(quantLinearCase(dtype, { m, k: 4128, n: 989 }, 'odd', { groupSize: 48 }));
     cases.push(quantLinearCase(dtype, { m, k: 6, n: 5 }, 'odd', { groupSize: 2 }));
     cases.push(quantLinearCase(dtype, { m, k: 8192, n: 77 }, 'edge', { groupSize: 128 }));
+  }
+  // The small-M tensor-core kernel serves quantized W from 2 rows at any M (64-row tiles): int8, and int4 groups of
+  // 64 to 1024, with K stages and row tiles cut short.
+  for (const m of [2, 17, 64, 65, 200]) {
+    const label = 'small-M tensor cores';
+    cases.push(quantLinearCase(dtype, { m, k: 4096, n: 989 }, 'edge', { label, bias: true }));
+    cases.push(quantLinearCase(dtype, { m, k: 4096, n: 989 }, 'edge', { label, groupSize: 128 }));
+    cases.push(quantLinearCase(dtype, { m, k: 1152, n: 111 }, 'edge', { label, groupSize: 64 }));
+    cases.push(quantLinearCase(dtype, { m, k: 2048, n: 13 }, 'edge', { label, groupSize: 256 }));
+    cases.push(quantLinearCase(dtype, { m, k: 1024, n: 33 }, 'edge', { label, groupSize: 1024 }));
   }
   for (const s of QWEN3_SHAPES) {
     const l = layers(s);
