@@ -6,7 +6,17 @@
 //
 // Usage: node apps/cli/scripts/bundle.mjs [--out DIR]   (default DIR: dist-bundle at the repository root)
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -71,6 +81,16 @@ const tokenizerData = join(root, 'packages/qwen3/tokenizer');
 mkdirSync(join(out, 'tokenizer'), { recursive: true });
 for (const f of ['tokenizer.json', 'tokenizer_config.json', 'NOTICE'])
   copyFileSync(join(tokenizerData, f), join(out, 'tokenizer', f));
+// xgrammar's WebAssembly build (structured output, tool calls): one script that @qk/qwen3 compiles itself (it cannot
+// be bundled as a module), found in an `xgrammar/` folder beside the running script.
+const xgrammar = createRequire(join(root, 'packages/qwen3/package.json')).resolve('@mlc-ai/web-xgrammar');
+mkdirSync(join(out, 'xgrammar'), { recursive: true });
+copyFileSync(xgrammar, join(out, 'xgrammar', 'index.js'));
+const xgrammarPackage = JSON.parse(readFileSync(join(dirname(xgrammar), '..', 'package.json'), 'utf8'));
+writeFileSync(
+  join(out, 'xgrammar', 'NOTICE'),
+  `${xgrammarPackage.name} ${xgrammarPackage.version} (${xgrammarPackage.license}), from https://github.com/mlc-ai/xgrammar\n`,
+);
 writeFileSync(
   join(out, 'build-info.json'),
   `${JSON.stringify({ commit, dirty, date: new Date().toISOString() }, null, 1)}\n`,

@@ -14,6 +14,7 @@ import {
   type Qwen3Model,
 } from '@qk/qwen3';
 import { intOption, type OptionValues, shownValue, UsageError } from './args.js';
+import { MEGAKERNEL_TUNING_HELP, megakernelFlag } from './megakernel-flag.js';
 import { createProgressBar, type ProgressBar } from './progress.js';
 
 /** `parseArgs` options of the model and sampling flags. */
@@ -26,11 +27,17 @@ export const MODEL_OPTIONS = {
   temperature: { type: 'string' },
   'top-k': { type: 'string' },
   'top-p': { type: 'string' },
+  'min-p': { type: 'string' },
+  'presence-penalty': { type: 'string' },
+  'frequency-penalty': { type: 'string' },
+  'repetition-penalty': { type: 'string' },
+  'logit-bias': { type: 'string' },
   seed: { type: 'string' },
   'max-context': { type: 'string' },
   'no-think': { type: 'boolean' },
   'parse-special': { type: 'boolean' },
   'skip-checks': { type: 'boolean' },
+  'megakernel-tuning': { type: 'string' },
 } as const;
 
 /** Help text of {@link MODEL_OPTIONS}' model flags. */
@@ -43,10 +50,12 @@ export const MODEL_HELP = `Model:
                      GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
                      modules)
   --weights FORMAT   bf16 (default), int8 or int4: quantize the decoder projections at load (int4 in groups
-                     of 128); a checkpoint from qk model quantize loads as stored. Quantized weights run
-                     on the cpu engine in this version
+                     of 128); a quantized checkpoint (qk model quantize, AWQ, GPTQ) loads as stored.
+                     Quantized weights run on the layered engine (their default with a GPU) and on cpu;
+                     the megakernel streams bf16 only
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
-  --skip-checks      load without checking the weights for NaN/Inf or the model's size against free memory`;
+  --skip-checks      load without checking the weights for NaN/Inf or the model's size against free memory
+${MEGAKERNEL_TUNING_HELP}`;
 
 /** Help text of {@link MODEL_OPTIONS}' sampling flags. */
 export const SAMPLING_HELP = `Sampling (defaults: the model's generation_config.json, else temperature 0.6, top-k 20, top-p 0.95):
@@ -54,6 +63,18 @@ export const SAMPLING_HELP = `Sampling (defaults: the model's generation_config.
   --temperature T    0 is greedy
   --top-k K          0 keeps every token
   --top-p P          in (0, 1]; 1 keeps every token
+  --min-p P          in [0, 1]: drop tokens less likely than P × the most likely one (default 0: off)
+  --presence-penalty P
+                     in [-2, 2]: subtract P from the logit of every token already generated (default 0).
+                     Qwen3's model card suggests 0–2 (1.5 for its quantized models) against endless
+                     repetition; high values can mix languages
+  --frequency-penalty F
+                     in [-2, 2]: subtract F per earlier occurrence of a generated token (default 0)
+  --repetition-penalty R
+                     > 0: HF's penalty over the prompt and reply tokens; above 1 discourages repeats
+                     (default 1: off)
+  --logit-bias ID=B[,ID=B…]
+                     add B (in [-100, 100]) to token ID's logit: -100 all but bans it, 100 all but forces it
   --seed N           sampling seed (default 0: runs repeat exactly)
   --no-think         Qwen3's non-thinking mode (an empty <think> block)
   --parse-special    with the chat template: read special-token text in messages (<|im_start|>, …) as control
@@ -78,14 +99,42 @@ function floatOption(value: string | undefined, name: string, valid: (x: number)
 export function samplingOptions(values: ModelValues): GenerateOptions {
   const maxTokens = intOption(values['max-tokens'], 'max-tokens');
   if (maxTokens === 0) throw new UsageError('--max-tokens must be at least 1');
-  const options: Record<string, number | undefined> = {
+  const penalty = (name: 'presence-penalty' | 'frequency-penalty') =>
+    floatOption(values[name], name, (x) => x >= -2 && x <= 2, 'in [-2, 2]');
+  const options: Record<string, number | Record<string, number> | undefined> = {
     maxTokens,
     temperature: floatOption(values.temperature, 'temperature', (x) => x >= 0, '>= 0 (0 is greedy)'),
     topK: intOption(values['top-k'], 'top-k'),
     topP: floatOption(values['top-p'], 'top-p', (x) => x > 0 && x <= 1, 'in (0, 1]'),
+    minP: floatOption(values['min-p'], 'min-p', (x) => x >= 0 && x <= 1, 'in [0, 1]'),
+    presencePenalty: penalty('presence-penalty'),
+    frequencyPenalty: penalty('frequency-penalty'),
+    repetitionPenalty: floatOption(values['repetition-penalty'], 'repetition-penalty', (x) => x > 0, '> 0'),
+    logitBias: logitBiasOption(values['logit-bias']),
     seed: intOption(values.seed, 'seed'),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as GenerateOptions;
+}
+
+/** `--logit-bias 123=-100,456=2.5` as `{ "123": -100, "456": 2.5 }` (ids are checked against the model later). */
+function logitBiasOption(value: string | undefined): Record<string, number> | undefined {
+  if (value === undefined) return undefined;
+  const bias: Record<string, number> = {};
+  for (const pair of value.split(',')) {
+    const m = /^\s*(\d+)\s*=\s*(\S+)\s*$/.exec(pair);
+    if (m === null) {
+      throw new UsageError(
+        `--logit-bias takes ID=BIAS pairs separated by commas (e.g. 151645=-100), got ${shownValue(pair)}`,
+      );
+    }
+    bias[m[1]!] = floatOption(
+      m[2],
+      'logit-bias',
+      (x) => x >= -100 && x <= 100,
+      `in [-100, 100] for token ${m[1]}`,
+    )!;
+  }
+  return bias;
 }
 
 /** Which model and engine the flags ask for, checked, before anything loads. */
@@ -112,15 +161,12 @@ export function modelChoice(values: ModelValues): {
   if (weights !== undefined && weights !== 'bf16' && weights !== 'int8' && weights !== 'int4')
     throw new UsageError(`--weights must be bf16, int8 or int4, got ${shownValue(weights)}`);
   const quantized = weights === 'int8' || weights === 'int4';
-  if (quantized && engine !== undefined && engine !== 'cpu') {
+  if (quantized && engine === 'megakernel') {
     throw new UsageError(
-      `--weights ${weights} runs on the cpu engine in this version; drop --engine ${engine} or use --weights bf16`,
+      `--weights ${weights} runs on the layered and cpu engines (the megakernel streams bf16 weights only); use --engine layered`,
     );
   }
-  const source =
-    values.model ??
-    values.preset ??
-    ((engine ?? (quantized ? 'cpu' : defaultEngine())) === 'cpu' ? 'tiny' : '0.6b');
+  const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
   if (maxContext === 0) throw new UsageError('--max-context must be at least 1');
   return {
@@ -133,9 +179,14 @@ export function modelChoice(values: ModelValues): {
 
 /**
  * Loads the model the flags name, drawing a progress bar on stderr, and prints one line when its weights are
- * random. `signal` aborts the load (Ctrl-C).
+ * random. `signal` aborts the load (Ctrl-C). `megakernel`: the options of `--megakernel-tuning` where the caller
+ * parsed the flag already (a command that opens several models checks it once, before anything runs).
  */
-export async function openModel(values: ModelValues, signal?: AbortSignal): Promise<Qwen3Model> {
+export async function openModel(
+  values: ModelValues,
+  signal?: AbortSignal,
+  megakernel = megakernelFlag(values['megakernel-tuning']),
+): Promise<Qwen3Model> {
   const { source, engine, weights, maxContext } = modelChoice(values);
   const bar = createProgressBar(`loading ${source}${engine === undefined ? '' : ` (${engine})`}`);
   // A hub id not yet in the cache downloads first (qk pull's bar), then loads.
@@ -156,6 +207,7 @@ export async function openModel(values: ModelValues, signal?: AbortSignal): Prom
     ...(weights === undefined ? {} : { weights }),
     ...(maxContext === undefined ? {} : { maxContext }),
     ...(values['skip-checks'] ? { checkWeights: false, checkMemory: false } : {}),
+    ...megakernel,
     onLoadProgress: (p) => {
       endPull();
       bar.update(p.loadedBytes, p.totalBytes);
@@ -163,6 +215,14 @@ export async function openModel(values: ModelValues, signal?: AbortSignal): Prom
     ...(signal === undefined ? {} : { signal }),
   });
   bar.finish();
+  const info = model.weightInfo;
+  if (info !== undefined && info.format !== 'bf16') {
+    // What quantization bought, in the memory the engine holds: a quantized load says so once.
+    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+    process.stderr.write(
+      `weights: ${info.format} decoder projections ${mib(info.projectionBytes)}, embedding, LM head and norms ${mib(info.otherBytes)} (${model.engine} engine)\n`,
+    );
+  }
   if (model.randomWeights) {
     process.stderr.write(
       `note: the "${source}" preset has random weights, so the text is meaningless; pass --model DIR (a Hugging Face Qwen3 checkpoint directory) for real output.\n`,

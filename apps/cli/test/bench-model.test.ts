@@ -19,6 +19,16 @@ describe('bytesPerToken', () => {
     expect(bytesPerToken(c, 0, 2, true)).toBe((layers + 1024 + 1024) * 2 + 151_936 * (1024 + 16));
     expect(bytesPerToken(c, 0, 2, false) - bytesPerToken(c, 0, 2, true)).toBe(153_151_488);
   });
+
+  it('counts quantized projections as the bytes the engine holds, the rest in the float dtype', () => {
+    // 28 layers × 15,728,640 projection weights (norms excluded): 880,803,840 bf16 bytes.
+    const projections = 28 * 15_728_640;
+    const held = 123_456_789;
+    expect(bytesPerToken(c, 0) - bytesPerToken(c, 0, 2, false, held)).toBe(projections * 2 - held);
+    expect(bytesPerToken(c, 100, 2, false, held) - bytesPerToken(c, 0, 2, false, held)).toBe(
+      2 * 28 * 8 * 128 * 100 * 2,
+    );
+  });
 });
 
 describe('benchModel', () => {

@@ -1,7 +1,7 @@
 /** `qk bench` option parsing that needs no GPU and no run: `--hf-peers`, decode's sampling flags. */
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../src/args.js';
-import { benchSampling, hfPeerList } from '../src/commands/bench.js';
+import { benchSampling, engineList, hfPeerList } from '../src/commands/bench.js';
 
 describe('--hf-peers', () => {
   it('takes eager, graph or both, in any order, once each', () => {
@@ -40,5 +40,21 @@ describe('decode sampling flags', () => {
     );
     expect(() => benchSampling({ temperature: '-1' }, ['decode'])).toThrow(UsageError);
     expect(() => benchSampling({ 'top-p': '0' }, ['decode'])).toThrow(/--top-p/);
+  });
+});
+
+describe('engines per suite', () => {
+  it('measures quantized weights on the layered engine only (the megakernel streams bf16), unless told otherwise', () => {
+    expect(engineList('decode', {}, false)).toEqual(['layered', 'megakernel']);
+    for (const weights of ['int8', 'int4']) {
+      expect(engineList('decode', { weights }, false)).toEqual(['layered']);
+      expect(engineList('prefill', { weights }, false)).toEqual(['layered']);
+      expect(engineList('decode', { weights }, true)).toEqual(['cpu']);
+    }
+    expect(engineList('decode', { weights: 'bf16' }, false)).toEqual(['layered', 'megakernel']);
+    expect(engineList('decode', { weights: 'int8', engines: 'layered,cpu' }, false)).toEqual([
+      'layered',
+      'cpu',
+    ]);
   });
 });

@@ -79,6 +79,36 @@ describe('qk generate', () => {
     },
   );
 
+  it('applies the sampling controls and reports log-probabilities with --json', async () => {
+    // Two tokens biased far above every other (random logits of the tiny preset stay within a few units).
+    const [a, b] = [1000 + Math.floor(Math.random() * 5000), 9000 + Math.floor(Math.random() * 5000)];
+    const { report } = await json([
+      prompt,
+      ...tiny,
+      '--max-tokens',
+      '4',
+      '--temperature',
+      '0',
+      '--logit-bias',
+      `${a}=100,${b}=99.9`,
+      '--presence-penalty',
+      '2',
+      '--top-logprobs',
+      '3',
+    ]);
+    expect(report.ids).toHaveLength(4);
+    for (const id of report.ids) expect([a, b]).toContain(id);
+    expect(report.logprobs).toHaveLength(report.ids.length);
+    for (const [i, lp] of report.logprobs.entries()) {
+      expect(lp.id).toBe(report.ids[i]);
+      expect(lp.logprob).toBeLessThan(0);
+      expect(lp.topLogprobs).toHaveLength(3);
+      expect(lp.topLogprobs[0].logprob).toBeGreaterThanOrEqual(lp.topLogprobs[2].logprob);
+    }
+    const plain = await json([prompt, ...tiny, '--max-tokens', '2', '--temperature', '0']);
+    expect(plain.report.logprobs).toBeUndefined();
+  });
+
   it('usage mistakes exit 2 with a pointer to help; model errors exit 1 with a sentence', async () => {
     const usage: [string[], RegExp][] = [
       [[], /give a PROMPT/],
@@ -90,6 +120,14 @@ describe('qk generate', () => {
       [['x', '--engine', 'turbo'], /--engine must be/],
       [['x', '--model', '/tmp', '--preset', 'tiny'], /not both/],
       [['x', '--no-think'], /only applies with --chat/],
+      [['x', '--presence-penalty', '2.5'], /--presence-penalty must be a number in \[-2, 2\]/],
+      [['x', '--frequency-penalty', 'lots'], /--frequency-penalty/],
+      [['x', '--repetition-penalty', '0'], /--repetition-penalty must be a number > 0/],
+      [['x', '--min-p', '1.5'], /--min-p/],
+      [['x', '--logit-bias', '12:5'], /--logit-bias takes ID=BIAS pairs/],
+      [['x', '--logit-bias', '12=500'], /in \[-100, 100\] for token 12/],
+      [['x', '--logprobs'], /need --json/],
+      [['x', '--top-logprobs', '21', '--json'], /at most 20/],
     ];
     for (const [args, message] of usage) {
       const r = await qk(['generate', ...args]);
@@ -119,6 +157,13 @@ describe('qk generate', () => {
       '--temperature',
       '--top-k',
       '--top-p',
+      '--min-p',
+      '--presence-penalty',
+      '--frequency-penalty',
+      '--repetition-penalty',
+      '--logit-bias',
+      '--logprobs',
+      '--top-logprobs',
       '--seed',
       '--max-context',
       '--chat',

@@ -2,6 +2,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { defaultEngine } from '@qk/qwen3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { UsageError } from '../src/args.js';
 import { modelCommand } from '../src/commands/model.js';
@@ -38,10 +39,16 @@ describe('qk model quantize', () => {
     expect(r.out).toContain('int4 (group 64)');
     const config = JSON.parse(await readFile(join(out, 'config.json'), 'utf8'));
     expect(config.quantization_config).toMatchObject({ quant_method: 'qk', bits: 4, group_size: 64 });
-    vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
       const model = await openModel({ model: out, 'max-context': '16' });
-      expect(model.engine).toBe('cpu');
+      // Quantized weights run where bf16 ones without a shape for the megakernel would: layered with a GPU, else cpu.
+      expect(model.engine).toBe(defaultEngine());
+      // One line says what the engine holds, in the format loaded.
+      const mib = ((model.weightInfo?.projectionBytes ?? 0) / 2 ** 20).toFixed(1);
+      expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toContain(
+        `weights: int4 decoder projections ${mib} MiB`,
+      );
       const result = await model.generate([1, 2, 3], { maxTokens: 3, temperature: 0 }).result;
       expect(result.ids).toHaveLength(3);
       model.dispose();
@@ -60,9 +67,17 @@ describe('qk model quantize', () => {
 });
 
 describe('--weights', () => {
-  it('selects the cpu engine and the tiny preset by default, and refuses GPU engines', () => {
-    expect(modelChoice({ weights: 'int8' })).toEqual({ source: 'tiny', weights: 'int8' });
-    expect(() => modelChoice({ weights: 'int4', engine: 'layered' })).toThrow(/cpu engine in this version/);
+  it('picks the preset of the default engine (tiny on cpu), and refuses the megakernel', () => {
+    expect(modelChoice({ weights: 'int8' })).toEqual({
+      source: defaultEngine() === 'cpu' ? 'tiny' : '0.6b',
+      weights: 'int8',
+    });
+    expect(modelChoice({ weights: 'int4', engine: 'layered' })).toEqual({
+      source: '0.6b',
+      engine: 'layered',
+      weights: 'int4',
+    });
+    expect(() => modelChoice({ weights: 'int4', engine: 'megakernel' })).toThrow(/use --engine layered/);
     expect(() => modelChoice({ weights: 'fp8' })).toThrow(UsageError);
   });
 });

@@ -1,6 +1,7 @@
 /** Qwen3's `<think>` block split from the answer however the stream cuts the text. */
+
+import { ThinkingSplitter } from '@qk/qwen3';
 import { describe, expect, it } from 'vitest';
-import { ThinkingSplitter } from '../src/serve/thinking.js';
 
 /** Feeds `text` in pieces cut at `cuts`, returns both parts joined. */
 function split(mode: 'maybe' | 'open' | 'off', text: string, cuts: number[]) {

@@ -58,6 +58,36 @@ export {
   type SchemaProblem,
   validateReport,
 } from './schema.js';
+export { type ChatStats, type PrefixResult, runPrefixReuse } from './serve/prefix.js';
+export { seededWords, soakRequests } from './serve/prompts.js';
+export {
+  type MemorySample,
+  type RequestRecord,
+  runSoak,
+  type SoakMessage,
+  type SoakOptions,
+  type SoakRequest,
+  type SoakResult,
+  sendChatStream,
+} from './serve/soak.js';
+export {
+  checkChatStream,
+  type SseEvent,
+  SseReader,
+  STREAM_ERROR_KINDS,
+  type StreamError,
+  type StreamErrorKind,
+  type StreamExpectation,
+  type StreamOutcome,
+} from './serve/stream-check.js';
+export {
+  divergentReplies,
+  PREFIX_TTFT_BAR,
+  runServeSuite,
+  SERVED_SPEED_BAR,
+  type ServeSuiteOptions,
+  type ServeTarget,
+} from './serve/suite.js';
 export { type Summary, summarize } from './stats.js';
 export { gemvSuite, OP_SUITES, OP_SUITES_BY_NAME, opsSuite } from './suites/index.js';
 export {

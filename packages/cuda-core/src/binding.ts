@@ -64,7 +64,7 @@ export type MegakernelPlan =
       claimTiles: boolean;
       /**
        * Whether the warps take QKV rows four at a time (two pairs that share one read of the input), where every
-       * ring's tiles hold at least four pairs of them (Qwen3-0.6B). `QK_MEGAKERNEL_QKV_QUADS=0` turns it off.
+       * ring's tiles hold at least four pairs of them (Qwen3-0.6B). Tuning `qkvQuads: false` turns it off.
        */
       qkvQuads: boolean;
       workspaceBytes: number;
@@ -144,9 +144,67 @@ export interface MegakernelLimits {
   readonly traceEventsPerLayer: number;
 }
 
+/**
+ * The megakernel's tuning knobs as {@link Binding.megakernelPlan} and {@link Binding.megakernelCreate} read them
+ * (csrc/binding/megakernel_tuning.h): every field optional, an absent one keeping its default. `MegakernelTuning` of
+ * `@qk/ops` documents each (what it does, its default and why); the addon checks each again and names the field in a
+ * TypeError (`tuning.inflight`). Ranges: {@link Binding.megakernelTuningFields}.
+ */
+export interface MegakernelTuningArgs {
+  /** KB per weight-ring slot (0: the plan's). */
+  readonly slotKb?: number;
+  /** Weight copies in flight per block (0: unbounded). */
+  readonly inflight?: number;
+  /** The LM head's weight copies in flight per block (0: unbounded). */
+  readonly lmInflight?: number;
+  /** Claimed GEMV tiles instead of fixed shares. */
+  readonly claimTiles?: boolean;
+  /** Attention items up to which attending blocks take no QKV or O rows. */
+  readonly skipItems?: number;
+  /** Weight copies marked L2 evict-first. */
+  readonly l2Stream?: boolean;
+  /** A short second attention pass staged in shared memory. */
+  readonly kvStage?: boolean;
+  /** Keys per attention chunk to aim for (0: one pass). */
+  readonly chunkKeys?: number;
+  /** QKV rows dealt two pairs at a time where the plan allows. */
+  readonly qkvQuads?: boolean;
+  /** Cached attention rows prefetched to L2 at each layer's start. */
+  readonly kvPrefetch?: boolean;
+  /** Heads of up to this many chunks merged by the O blocks (0: by chunk 0's block). */
+  readonly oMerge?: number;
+  /** Launches whose steps are all staged run the kernel without the attention by chunks. */
+  readonly pathKernels?: boolean;
+  /** Keys from which steps take the staged attention. */
+  readonly stagedFrom?: number;
+  /** Keys up to which steps take the staged attention (0: never). */
+  readonly stagedUntil?: number;
+  /** The staged attention's blocks take gate/up rows too. */
+  readonly stagedGateUp?: boolean;
+  /** The staged attention's roundings: 0 fp32, 1 HF's, 2 HF's with `__fdiv_rn`. */
+  readonly stagedHf?: number;
+  /** The staged rows always take the whole ring's place. */
+  readonly stagedRing?: boolean;
+  /** Diagnostic bits (`MegakernelArgs::debug`). */
+  readonly debug?: number;
+  /** Milliseconds every wait inside the kernel may take. */
+  readonly timeoutMs?: number;
+}
+
+/** How the addon checks one field of {@link MegakernelTuningArgs}. */
+export type MegakernelTuningField =
+  | { readonly kind: 'integer'; readonly min: number; readonly max: number }
+  | { readonly kind: 'boolean' }
+  | { readonly kind: 'bits'; readonly mask: number };
+
 export interface Binding {
   readonly abiVersion: number;
   readonly megakernelLimits: MegakernelLimits;
+  /**
+   * Every field of {@link MegakernelTuningArgs} with the kind and range the addon checks it against (frozen), so that
+   * TypeScript copies of the table can be checked when the addon loads.
+   */
+  readonly megakernelTuningFields: Readonly<Record<keyof MegakernelTuningArgs, MegakernelTuningField>>;
 
   // Runtime
   probe(): ProbeResult;
@@ -444,12 +502,54 @@ export interface Binding {
     workspace: DevicePtr,
     workspaceBytes: number,
   ): void;
+  /**
+   * The sampling controls of `@qk/ops`' `applyLogitControls` (csrc/kernels/logit_controls.cu): logits
+   * `[rows, vocab]` → f32 `out`. `counts` (i32 `[rows, vocab]`), `promptTokens` and `mask` (i32 bitsets,
+   * `[rows, ⌈vocab/32⌉]`) and `bias` (f32 `[rows, vocab]`) may be `0n` (absent). `logMinP` is ln(min-p), or
+   * `-Infinity` when min-p is off; `scratch` (4 bytes per row) is needed only when it is on, with `temperature` > 0.
+   */
+  applyLogitControls(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    logits: DevicePtr,
+    rows: number,
+    vocab: number,
+    counts: DevicePtr,
+    promptTokens: DevicePtr,
+    bias: DevicePtr,
+    mask: DevicePtr,
+    repetitionPenalty: number,
+    presencePenalty: number,
+    frequencyPenalty: number,
+    logMinP: number,
+    temperature: number,
+    scratch: DevicePtr,
+  ): void;
+  /** `counts[r, ids[r]] += 1` (i32 `[rows, vocab]`, i32 `[rows]`) for ids inside the vocabulary, on the device. */
+  addTokenCounts(counts: DevicePtr, ids: DevicePtr, rows: number, vocab: number): void;
+  /**
+   * Log-probabilities of `ids` (i32 `[rows]`) under softmax of `logits` `[rows, vocab]` → f32 `logprobs` `[rows]`,
+   * and the `topN` (0–20) most likely tokens → i32 `topIds` and f32 `topLogprobs` `[rows, topN]` (both `0n` when
+   * `topN` is 0). A row it cannot report (NaN, +∞, all −∞, id outside the vocabulary) gets NaN and ids −1.
+   */
+  tokenLogprobs(
+    dtype: FloatDTypeCode,
+    logprobs: DevicePtr,
+    topIds: DevicePtr,
+    topLogprobs: DevicePtr,
+    logits: DevicePtr,
+    ids: DevicePtr,
+    rows: number,
+    vocab: number,
+    topN: number,
+  ): void;
 
   // Qwen3 decode megakernel (csrc/megakernel/qwen3_decode.cu)
   /**
    * How the megakernel would launch for these sizes on this device (one persistent block per SM), or why it
    * cannot: sizes that are not a dense Qwen3 shape it serves (head size 128, at most 4 query heads per KV head,
-   * at most 40 layers), or a GPU on which one block per SM cannot be resident.
+   * at most 40 layers), or a GPU on which one block per SM cannot be resident. Of `tuning` (checked whole, before any
+   * CUDA call), only `slotKb` changes the plan.
    */
   megakernelPlan(
     hidden: number,
@@ -458,6 +558,7 @@ export interface Binding {
     ffn: number,
     layers: number,
     vocab: number,
+    tuning?: MegakernelTuningArgs,
   ): MegakernelPlan;
   /**
    * Creates a megakernel instance over bf16 weights and caches (every address checked here, once) and zeroes
@@ -466,9 +567,10 @@ export interface Binding {
    * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each launch, which leaves
    * `[last token, position + steps]` in it; `result` (i32 `[token, error]`) receives the last argmax over ids below
    * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits (launches
-   * that screen the LM head write none). Every wait inside the kernel gives up after `timeoutMs`. With `trace` (u64
-   * `[grid][layers·17 + 3]`), each step writes globaltimer stamps at its stage boundaries there (a diagnostic: see
-   * csrc/megakernel/DESIGN.md, "The overhead budget"). Returns a handle; the tensors must outlive it.
+   * that screen the LM head write none). With `trace` (u64 `[grid][layers·17 + 3]`; `0n`: none), each step writes
+   * globaltimer stamps at its stage boundaries there (a diagnostic: see csrc/megakernel/DESIGN.md, "The overhead
+   * budget"). `tuning` (checked before any CUDA call) holds the knobs, read once here; every wait inside the kernel
+   * gives up after its `timeoutMs`. Returns a handle; the tensors must outlive it.
    */
   megakernelCreate(
     dtype: FloatDTypeCode,
@@ -490,8 +592,8 @@ export interface Binding {
     result: DevicePtr,
     logits: DevicePtr,
     workspace: DevicePtr,
-    timeoutMs: number,
-    trace?: DevicePtr,
+    trace: DevicePtr,
+    tuning?: MegakernelTuningArgs,
   ): number;
   /**
    * Builds the LM head's int8 screen into `screen` (u8, `vocab · plan.screenRowBytes` bytes, 16-byte aligned; queued
@@ -499,7 +601,7 @@ export interface Binding {
    * LM head, bounds every logit from it, and recomputes in bf16, with the unscreened arithmetic, only the rows whose
    * bound reaches the best one (greedy) or the top-k-th best (sampled), so it takes the same argmax, or draws from
    * the same top-k logits; it writes no logits. Returns false, with
-   * nothing built, for an instance that claims its tiles (QK_MEGAKERNEL_CLAIM=1): the screen needs fixed shares. `0n`
+   * nothing built, for an instance that claims its tiles (tuning `claimTiles: true`): the screen needs fixed shares. `0n`
    * detaches the screen. The tensor must outlive the instance (or the detach).
    */
   megakernelScreen(handle: number, screen: DevicePtr): boolean;
@@ -539,7 +641,7 @@ export interface Binding {
   /**
    * Launches since the addon loaded, by the attention path of the kernel that ran: `[both, staged]`. A launch whose
    * steps all take the staged attention runs a kernel compiled without the attention by chunks, unless
-   * `QK_MEGAKERNEL_PATH_KERNELS=0` was set when its instance was made. A diagnostic.
+   * its instance was made with tuning `pathKernels: false`. A diagnostic.
    */
   megakernelLaunchPaths(): [number, number];
 }

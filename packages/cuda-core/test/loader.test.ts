@@ -15,6 +15,7 @@ import {
   cudaStatus,
   DTypeCode,
   loadBinding,
+  type MegakernelTuningArgs,
   resetBindingCache,
 } from '../src/index.js';
 
@@ -112,6 +113,9 @@ describe('binding argument checks (no CUDA call is made)', () => {
       'argmax',
       'sampleWorkspaceBytes',
       'sample',
+      'applyLogitControls',
+      'addTokenCounts',
+      'tokenLogprobs',
     ] as const;
     for (const f of fns) expect(typeof b[f], f).toBe('function');
     expect(b.abiVersion).toBe(1);
@@ -128,6 +132,38 @@ describe('binding argument checks (no CUDA call is made)', () => {
     );
     expect(() => b.malloc(-1)).toThrow(/malloc: argument "bytes"/);
     expect(() => (b.rmsnorm as (...a: unknown[]) => void)(DTypeCode.bf16)).toThrow(/expected 7 arguments/);
+  });
+
+  it('checks the megakernel tuning object before any CUDA call, naming the field', () => {
+    const plan = (tuning: unknown) => () =>
+      b.megakernelPlan(256, 4, 2, 384, 2, 1000, tuning as MegakernelTuningArgs);
+    expect(plan({ inflight: 2000 })).toThrow(
+      /megakernelPlan: argument "tuning\.inflight" must be an integer in \[0, 1024\], got 2000/,
+    );
+    expect(plan({ stagedHf: 1.5 })).toThrow(
+      /argument "tuning\.stagedHf" must be an integer in \[0, 2\], got 1\.5/,
+    );
+    expect(plan({ claimTiles: 1 })).toThrow(/argument "tuning\.claimTiles" must be a boolean/);
+    expect(plan({ debug: 16 })).toThrow(
+      /argument "tuning\.debug" must be a non-negative integer of the bits in 111/,
+    );
+    expect(plan({ slotKB: 20 })).toThrow(
+      /argument "tuning\.slotKB" is not a megakernel tuning field \(known: slotKb/,
+    );
+    expect(plan(null)).toThrow(/argument "tuning" must be an object/);
+    // megakernelCreate reads the same object first, before its pointers are checked.
+    const create = b.megakernelCreate as (...args: unknown[]) => number;
+    const args = [DTypeCode.bf16, 256, 4, 2, 384, 2, 1000, 1000, 16, 1e-6, new BigUint64Array(20)];
+    expect(() => create(...args, ...Array(9).fill(1n), { timeoutMs: 0 })).toThrow(
+      /megakernelCreate: argument "tuning\.timeoutMs" must be an integer in \[1, 86400000\], got 0/,
+    );
+    // The table @qk/ops compares its own with when it loads the addon.
+    const fields = b.megakernelTuningFields;
+    expect(Object.isFrozen(fields)).toBe(true);
+    expect(fields.inflight).toEqual({ kind: 'integer', min: 0, max: 1024 });
+    expect(fields.claimTiles).toEqual({ kind: 'boolean' });
+    expect(fields.debug).toEqual({ kind: 'bits', mask: 111 });
+    expect(Object.keys(fields)).toHaveLength(19);
   });
 
   it('refuses device addresses that are not inside live GPU memory (no use-after-free reaches a kernel)', () => {

@@ -15,6 +15,11 @@ export {
   cudaSynchronize,
 } from './backend/runtime.js';
 export type { Activation } from './core/activation.js';
+export {
+  checkMegakernelTuning,
+  MEGAKERNEL_TUNING_FIELDS,
+  type MegakernelTuning,
+} from './core/megakernel-tuning.js';
 export type { Int4Weight, Int8Weight } from './core/quant-weight.js';
 export { ropeInvFreq } from './core/rope-freq.js';
 export {
@@ -73,6 +78,16 @@ export {
   type RmsnormLinearOptions,
   rmsnormLinear,
 } from './ops/linear.js';
+export {
+  addTokenCounts,
+  applyLogitControls,
+  bitsetWords,
+  type LogitControls,
+  MAX_TOP_LOGPROBS,
+  type TokenLogprobs,
+  type TokenLogprobsOptions,
+  tokenLogprobs,
+} from './ops/logit-controls.js';
 export {
   DEFAULT_INT4_GROUP,
   dequantizeInt4,

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Rng, sample, Tensor } from '../src/index.js';
-import { checkSampleInterval, type SampleRule } from '../src/verify/cases/sampling.js';
+import { checkSampleInterval, SAMPLING_CASES, type SampleRule } from '../src/verify/cases/sampling.js';
 
 const RULES: readonly SampleRule[] = [
   { temperature: 1, topK: 0, topP: 1 },
@@ -67,5 +67,39 @@ describe('checkSampleInterval', () => {
     expect(checkSampleInterval(row, rule, 0.5 - 1e-12, 1).ok).toBe(true);
     expect(checkSampleInterval(row, rule, 0.5 - 1e-12, 2).ok).toBe(true);
     expect(checkSampleInterval(row, rule, 0.5 - 1e-6, 2).ok).toBe(false);
+  });
+});
+
+describe('the poisoned sampling cases', () => {
+  const poisoned = SAMPLING_CASES.filter((c) => c.op === 'sample' && c.shape.endsWith('poisoned'));
+
+  it('exist for greedy and drawn rules, at the real and an odd vocabulary', () => {
+    const shapes = poisoned.filter((c) => c.dtype === 'bf16').map((c) => c.shape);
+    expect(shapes.some((s) => s.includes('151936') && s.includes('T=0 '))).toBe(true);
+    expect(shapes.some((s) => s.includes('1000') && s.includes('T=0.7'))).toBe(true);
+  });
+
+  it('expect −1 exactly where the reference refuses a row, and fail an output that leaves such a row unwritten', () => {
+    for (const c of poisoned.filter((p) => p.shape.includes('1000'))) {
+      const instance = c.make(17);
+      const [x] = instance.inputs as [Tensor];
+      const [rows, vocab] = x.shape as [number, number];
+      const want = instance.expected[0]!.toArray();
+      const values = x.toFloat32Array();
+      for (let r = 0; r < rows; r++) {
+        const row = values.subarray(r * vocab, (r + 1) * vocab);
+        const refused =
+          row.some((v) => Number.isNaN(v) || v === Infinity) || row.every((v) => v === -Infinity);
+        expect(want[r] === -1, `${c.shape} row ${r}`).toBe(refused);
+      }
+      // NaN, +Inf and all −Inf rows are refused; the rows with a lone −Inf are not.
+      expect(want.filter((id) => id === -1).length, c.shape).toBe(rows - 2);
+      expect(instance.compare!(instance.expected, instance.expected).pass, c.shape).toBe(true);
+      const unwritten = Tensor.fromArray(
+        want.map((id) => (id === -1 ? vocab : id)),
+        { shape: [rows], dtype: 'i32' },
+      );
+      expect(instance.compare!([unwritten], instance.expected).pass, c.shape).toBe(false);
+    }
   });
 });

@@ -41,9 +41,17 @@ const ALL_OPS: Record<ToleranceOp, true> = {
   quantizeInt4: true,
   argmax: true,
   sample: true,
+  applyLogitControls: true,
 };
 const OPS = Object.keys(ALL_OPS) as ToleranceOp[];
-const EXACT_OPS = new Set<ToleranceOp>(['embedding', 'quantizeInt8', 'quantizeInt4', 'argmax', 'sample']);
+const EXACT_OPS = new Set<ToleranceOp>([
+  'embedding',
+  'quantizeInt8',
+  'quantizeInt4',
+  'argmax',
+  'sample',
+  'applyLogitControls',
+]);
 
 function ownMeasures(
   a: ArrayLike<number>,

@@ -10,6 +10,15 @@
  * ```
  */
 
+export { promptOpensThinking, type SplitText, ThinkingSplitter } from './chat/thinking.js';
+export {
+  checkTools,
+  type InvalidToolCall,
+  type ParsedToolCalls,
+  parseToolCalls,
+  type ToolChoice,
+} from './chat/tools.js';
+export type { ChatGeneration, ChatResult, ChatToolOptions } from './chat/turn.js';
 export {
   bundledTokenizerDir,
   type CheckpointDescription,
@@ -45,9 +54,12 @@ export {
   defaultEngine,
   ENGINE_NAMES,
   ENGINE_PLACEMENT,
+  ENGINE_WEIGHT_FORMATS,
   type EngineOptions,
   type EnginePlacement,
   isEngineName,
+  type MegakernelEngineOptions,
+  megakernelEngineOptions,
   megakernelUnsupported,
 } from './engine/index.js';
 export {
@@ -57,6 +69,13 @@ export {
   megakernelHandoff,
 } from './engine/layered.js';
 export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';
+export {
+  type Projection,
+  project,
+  projectSwiglu,
+  type QuantProjection,
+  type ZeroPoints,
+} from './engine/projections.js';
 export {
   QkAbortError,
   QkBusyError,
@@ -68,9 +87,11 @@ export {
   QkNonFiniteError,
   QkTokenizerError,
 } from './errors.js';
+export { maskAllows, maskWords, type TokenConstraint } from './generation/constraint.js';
 export {
   type FinishReason,
   Generation,
+  type GenerationChunk,
   type GenerationResult,
   type GenerationSink,
   type GenerationStats,
@@ -78,6 +99,7 @@ export {
 export {
   DEFAULT_MAX_TOKENS,
   type GenerateOptions,
+  MAX_TOP_LOGPROBS,
   QWEN3_SAMPLING_DEFAULTS,
   type SamplingDefaults,
 } from './generation/options.js';
@@ -136,6 +158,12 @@ export {
   writeShardedSafetensors,
 } from './safetensors/index.js';
 export {
+  enforceableSchema,
+  GrammarConstraint,
+  type JsonSchema,
+  type StructuredOptions,
+} from './structured/index.js';
+export {
   bundledTokenizerFiles,
   type LoadTokenizerOptions,
   loadTokenizer,
@@ -143,6 +171,7 @@ export {
   type TokenizerFiles,
 } from './tokenizer/index.js';
 export type {
+  ChatContentPart,
   ChatMessage,
   ChatTemplateOptions,
   Engine,
@@ -154,7 +183,14 @@ export type {
   Qwen3Config,
   Qwen3Tokenizer,
   Qwen3Weights,
+  SampledToken,
   SamplingParams,
+  StepControls,
   TextStream,
+  TokenHistory,
+  TokenLogprob,
+  ToolCall,
+  ToolDefinition,
+  WeightInfo,
 } from './types.js';
 export { LIMITS } from './untrusted.js';

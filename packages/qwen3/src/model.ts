@@ -5,15 +5,36 @@
 import { stat } from 'node:fs/promises';
 import { freemem, totalmem } from 'node:os';
 import { resolve } from 'node:path';
-import { cudaDeviceInfo, cudaMemoryStats, type FloatDType, isFloatDType, QkValueError } from '@qk/ops';
+import {
+  checkMegakernelTuning,
+  cudaDeviceInfo,
+  cudaMemoryStats,
+  type FloatDType,
+  isFloatDType,
+  QkValueError,
+} from '@qk/ops';
+import { promptOpensThinking } from './chat/thinking.js';
+import { type ChatGeneration, type ChatToolOptions, prepareChat } from './chat/turn.js';
 import { type LoadProgress, loadWeights, randomWeights, readCheckpointConfig } from './checkpoint/index.js';
 import { isPresetName, PRESETS } from './config.js';
 import { checkMemoryFits, checkTokenIds, engineBytes } from './engine/common.js';
-import { createCpuEngine } from './engine/cpu.js';
-import { checkEngineAvailable, createEngine, defaultEngine, ENGINE_PLACEMENT } from './engine/index.js';
+import {
+  checkEngineAvailable,
+  createEngine,
+  defaultEngine,
+  ENGINE_PLACEMENT,
+  type MegakernelEngineOptions,
+  megakernelEngineOptions,
+} from './engine/index.js';
 import { sampledInKernel } from './engine/layered.js';
+import { hasLogitControls } from './engine/sampling.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
-import { Generation, type GenerationJob, runGeneration } from './generation/generation.js';
+import {
+  Generation,
+  type GenerationJob,
+  type GenerationResult,
+  runGeneration,
+} from './generation/generation.js';
 import {
   type GenerateOptions,
   QWEN3_SAMPLING_DEFAULTS,
@@ -34,6 +55,15 @@ import {
   quantizeLinears,
   type WeightFormat,
 } from './quant/quantize.js';
+import {
+  checkStructuredOutput,
+  createConstraint,
+  type GrammarSpec,
+  grammarTarget,
+  type JsonSchema,
+  type StructuredOptions,
+  structuredSpec,
+} from './structured/index.js';
 import { loadTokenizer } from './tokenizer/index.js';
 import type {
   ChatMessage,
@@ -45,11 +75,15 @@ import type {
   Qwen3Config,
   Qwen3Tokenizer,
   Qwen3Weights,
+  WeightInfo,
 } from './types.js';
 import { describeValue } from './untrusted.js';
 
-/** Options of {@link loadQwen3}. */
-export interface LoadOptions {
+/**
+ * Options of {@link loadQwen3}. The `megakernel*` ones ({@link MegakernelEngineOptions}: steps per launch, the
+ * hand-off position, the LM-head screen, the kernel's tuning knobs, a trace) apply when the engine is `megakernel`.
+ */
+export interface LoadOptions extends MegakernelEngineOptions {
   /**
    * Which engine runs the model. Default `defaultEngine(config)`: `'megakernel'` where it serves the model in bf16
    * (one persistent kernel runs several greedy decode steps per launch, handing long contexts to the layered graph;
@@ -65,8 +99,9 @@ export interface LoadOptions {
   /**
    * Weight format of the decoder projections (q/k/v/o/gate/up/down). `'bf16'` (default) keeps them in `dtype`;
    * `'int8'` (per output channel) and `'int4'` (groups of `groupSize` inputs) quantize them at load with the
-   * `@qk/ops` quantizers. Embedding, LM head and norms stay in `dtype`. Quantized weights run on the `cpu` engine in
-   * this version (the default engine for them); asking a GPU engine for them throws `QkValueError`.
+   * `@qk/ops` quantizers (on the GPU for the `layered` engine). Embedding, LM head and norms stay in `dtype`.
+   * Quantized weights run on the `layered` engine (the default for them with a GPU; they stay quantized in GPU
+   * memory) and on `cpu`; the `megakernel` streams bf16 only, and naming it for them throws `QkValueError`.
    */
   readonly weights?: WeightFormat;
   /** INT4 group size (default 128). */
@@ -96,6 +131,17 @@ export interface LoadOptions {
   readonly checkWeights?: boolean;
 }
 
+/**
+ * Bytes per weight of the decoder projections while a GPU engine loads `weights`: a stored quantized checkpoint at
+ * its codes and scales (INT4 with its worst case, group 64 with zero-point offsets: 0.5 + (4 + 2)/64); a float
+ * checkpoint quantized at load holds its float copy and the quantized one at once.
+ */
+function projectionBytesOnGpu(weights: WeightFormat, stored: boolean, floatBytes: number): number {
+  if (weights === 'bf16') return floatBytes;
+  const quantized = weights === 'int8' ? 1 : 0.5 + 6 / 64;
+  return stored ? quantized : floatBytes + quantized;
+}
+
 /** Refuses an engine whose weights and cache cannot fit in the memory it would use; see {@link LoadOptions.checkMemory}. */
 function checkEngineMemory(
   engine: EngineName,
@@ -103,6 +149,7 @@ function checkEngineMemory(
   maxContext: number,
   dtype: FloatDType,
   source: string,
+  weights: { format: WeightFormat; stored: boolean },
 ): void {
   const op = 'loadQwen3';
   if (engine === 'cpu') {
@@ -129,7 +176,13 @@ function checkEngineMemory(
   }
   checkMemoryFits(
     op,
-    engineBytes(config, maxContext, dtype === 'f32' ? 4 : 2, 2),
+    engineBytes(
+      config,
+      maxContext,
+      dtype === 'f32' ? 4 : 2,
+      2,
+      projectionBytesOnGpu(weights.format, weights.stored, dtype === 'f32' ? 4 : 2),
+    ),
     { totalBytes: total, freeBytes: free },
     'GPU memory',
     `free GPU memory (other processes, other models), or use a smaller model or a smaller maxContext (--max-context)`,
@@ -138,7 +191,9 @@ function checkEngineMemory(
 
 /** Options of {@link Qwen3Model.chat}: generation options plus the chat template's switches. */
 export type ChatOptions = GenerateOptions &
-  ChatTemplateOptions & {
+  StructuredOptions &
+  ChatToolOptions &
+  Omit<ChatTemplateOptions, 'tools'> & {
     /**
      * Tokenise special-token text inside message contents as control tokens, as `encode(applyChatTemplate(…))`
      * does (default `false`: only the template's own markers are control tokens, so a message cannot forge a
@@ -208,6 +263,11 @@ export class Qwen3Model {
    * where it can): the same tokens, about half the LM head's bytes read per step.
    */
   readonly lmScreen: boolean;
+  /**
+   * What the engine holds as weights, where the engine reports it: the decoder projections' format (`'bf16'` for
+   * float ones, `'int8'`, `'int4'`) and the bytes of the projections and of the rest.
+   */
+  readonly weightInfo: WeightInfo | undefined;
   /** True when the weights are random (a preset): the text is meaningless. */
   readonly randomWeights: boolean;
   /** The preset name or directory the model came from. */
@@ -231,6 +291,7 @@ export class Qwen3Model {
     this.engine = parts.engine.name;
     this.maxContext = parts.engine.maxContext;
     this.lmScreen = parts.engine.lmScreen ?? false;
+    this.weightInfo = parts.engine.weightInfo;
     this.randomWeights = parts.randomWeights ?? false;
     this.source = parts.source ?? 'custom';
     this.samplingDefaults = parts.samplingDefaults ?? QWEN3_SAMPLING_DEFAULTS;
@@ -249,12 +310,18 @@ export class Qwen3Model {
   /**
    * Whether decode steps that draw by `options` (over {@link samplingDefaults}) read the LM head's int8 screen: on a
    * model whose engine screens it ({@link lmScreen}), greedy steps and steps sampled in the megakernel (top-k 1–64).
-   * Other sampled steps compute every logit and draw on the host.
+   * Other sampled steps compute every logit and draw on the host, and so do steps with sampling controls
+   * (penalties, min-p, a logit bias, a constraint, log-probabilities: see `Engine.choose`).
    */
-  lmScreenFor(options: Pick<GenerateOptions, 'temperature' | 'topK'> = {}): boolean {
+  lmScreenFor(options: GenerateOptions = {}): boolean {
     const temperature = options.temperature ?? this.samplingDefaults.temperature;
     const topK = options.topK ?? this.samplingDefaults.topK;
-    return this.lmScreen && (temperature === 0 || sampledInKernel({ temperature, topK }));
+    const resolved = resolveGenerateOptions('Qwen3Model.lmScreenFor', options, this.samplingDefaults);
+    const controls =
+      hasLogitControls(resolved.sampling) ||
+      resolved.constraint !== undefined ||
+      resolved.topLogprobs !== null;
+    return this.lmScreen && !controls && (temperature === 0 || sampledInKernel({ temperature, topK }));
   }
 
   #checkLive(op: string): void {
@@ -269,36 +336,46 @@ export class Qwen3Model {
    * @throws QkValueError / QkIndexError for an option out of range or an id outside the vocabulary.
    * @throws QkBusyError after `dispose()`.
    */
-  generate(promptOrIds: string | readonly number[], options?: GenerateOptions): Generation {
+  generate(
+    promptOrIds: string | readonly number[],
+    options?: GenerateOptions & StructuredOptions,
+  ): Generation {
     const op = 'Qwen3Model.generate';
     const calledAt = performance.now();
     this.#checkLive(op);
-    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults);
+    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults, this.config.vocabSize);
     let ids: readonly number[];
     if (typeof promptOrIds === 'string') ids = this.tokenizer.encode(promptOrIds);
     else if (Array.isArray(promptOrIds)) ids = this.#checkIds(op, promptOrIds);
     else throw new QkValueError(op, 'promptOrIds', 'must be a string or an array of token ids.');
-    return this.#start(ids, resolved, calledAt);
+    const spec = structuredSpec(op, options);
+    return this.#start(
+      ids,
+      resolved,
+      calledAt,
+      spec && { spec, param: spec.kind, ...(spec.kind === 'schema' ? { schema: spec.schema } : {}) },
+    );
   }
 
   /**
    * Answers the last message of `messages` (rendered with the chat template, the whole history every call):
    * the assistant's reply, streamed. `enableThinking` (default true) lets Qwen3 think in a `<think>` block first.
+   * The result takes the reply apart: `reasoning` (the thinking), `content` (the answer) and `toolCalls` (with
+   * `tools`). `schema` / `grammar` constrain the answer (after the thinking block).
    *
-   * @throws QkValueError for an empty or malformed message list; see also {@link Qwen3Model.generate}.
+   * @throws QkValueError for an empty or malformed message list, malformed tools or a schema that cannot be
+   *   enforced; see also {@link Qwen3Model.generate}.
    */
-  chat(messages: readonly ChatMessage[], options?: ChatOptions): Generation {
+  chat(messages: readonly ChatMessage[], options?: ChatOptions): ChatGeneration {
     const op = 'Qwen3Model.chat';
     const calledAt = performance.now();
     this.#checkLive(op);
     if (!Array.isArray(messages) || messages.length === 0) {
       throw new QkValueError(op, 'messages', 'must be a non-empty array of { role, content } messages.');
     }
-    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults);
-    const templateOptions = {
-      addGenerationPrompt: options?.addGenerationPrompt ?? true,
-      enableThinking: options?.enableThinking ?? true,
-    };
+    const resolved = resolveGenerateOptions(op, options, this.samplingDefaults, this.config.vocabSize);
+    const prepared = prepareChat(op, options);
+    const { templateOptions } = prepared;
     const parseSpecialTokens = options?.parseSpecialTokens ?? false;
     if (typeof parseSpecialTokens !== 'boolean') {
       throw new QkValueError(
@@ -310,7 +387,10 @@ export class Qwen3Model {
     const ids = isChatEncoder(this.tokenizer)
       ? this.tokenizer.encodeChat(messages, { ...templateOptions, parseSpecialTokens })
       : this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, templateOptions));
-    return this.#start(ids, resolved, calledAt);
+    const opened = prepared.thinks && promptOpensThinking((p) => this.tokenizer.decode(p), ids);
+    return this.#start(ids, resolved, calledAt, prepared.constraint(opened), (result) =>
+      prepared.finish(result, opened),
+    ) as ChatGeneration;
   }
 
   #checkIds(op: string, ids: readonly number[]): readonly number[] {
@@ -318,7 +398,17 @@ export class Qwen3Model {
     return [...ids];
   }
 
-  #start(promptIds: readonly number[], options: ResolvedGenerateOptions, calledAt: number): Generation {
+  /**
+   * `structured`: compiled (while the generation waits for its turn) into the job's constraint; `finish`: applied
+   * to the result (a chat turn's parts).
+   */
+  #start(
+    promptIds: readonly number[],
+    options: ResolvedGenerateOptions,
+    calledAt: number,
+    structured?: { readonly spec: GrammarSpec; readonly param: string; readonly schema?: JsonSchema },
+    finish?: (result: GenerationResult) => GenerationResult,
+  ): Generation {
     if (promptIds.length === 0) {
       throw new QkContextError('the prompt is empty; give at least one token of text to continue from.');
     }
@@ -328,6 +418,15 @@ export class Qwen3Model {
         `the prompt has ${promptIds.length} tokens but the context holds ${this.maxContext}, leaving no room to generate; shorten the prompt or load the model with a larger maxContext (at most ${this.config.maxPositionEmbeddings}).`,
       );
     }
+    if (structured !== undefined && options.constraint !== undefined) {
+      throw new QkValueError(
+        'Qwen3Model',
+        'constraint',
+        `cannot be combined with ${structured.param}; pass one of them.`,
+      );
+    }
+    const target =
+      structured && grammarTarget('Qwen3Model', this.tokenizer, this.config.vocabSize, this.stopIds);
     const job: GenerationJob = {
       engine: this.#engine,
       tokenizer: this.tokenizer,
@@ -339,12 +438,30 @@ export class Qwen3Model {
       sampling: options.sampling,
       stop: options.stop,
       signal: options.signal,
+      constraint: options.constraint,
+      topLogprobs: options.topLogprobs,
       turn: this.#queue.enter(),
       isDisposed: () => this.#disposed,
       calledAt,
       prefix: this.#prefix,
     };
-    return new Generation((sink) => runGeneration(job, sink));
+    if (structured === undefined && finish === undefined)
+      return new Generation((sink) => runGeneration(job, sink));
+    return new Generation(async (sink) => {
+      let { constraint } = job;
+      if (structured !== undefined) {
+        try {
+          constraint = await createConstraint('Qwen3Model', structured.param, structured.spec, target!);
+        } catch (e) {
+          job.turn.release();
+          throw e;
+        }
+      }
+      const result = await runGeneration({ ...job, constraint }, sink);
+      const parts = finish === undefined ? result : finish(result);
+      if (structured?.schema !== undefined) checkStructuredOutput(structured.param, structured.schema, parts);
+      return parts;
+    });
   }
 
   /**
@@ -450,17 +567,9 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
     );
   }
   const requested = options.weights === undefined ? undefined : checkWeightFormat(op, options.weights);
-  const refuseGpu = (format: WeightFormat) => {
-    if (format !== 'bf16' && options.engine !== undefined && options.engine !== 'cpu') {
-      throw new QkValueError(
-        op,
-        'weights',
-        `"${format}": quantized weights run on the cpu engine in this version; the ${options.engine} engine does not load them yet (qk does not silently dequantize them to bf16). Pass engine "cpu", or weights "bf16" with a float checkpoint.`,
-      );
-    }
-  };
-  if (requested !== undefined) refuseGpu(requested);
-  if (options.engine !== undefined) checkEngineAvailable(options.engine, op);
+  if (options.engine !== undefined) {
+    checkEngineAvailable(options.engine, op, requested === undefined ? undefined : { weights: requested });
+  }
   if (options.dtype !== undefined && !isFloatDType(options.dtype))
     throw new QkValueError(
       op,
@@ -471,6 +580,8 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   if (!Number.isSafeInteger(seed) || seed < 0) {
     throw new QkValueError(op, 'seed', `must be a non-negative safe integer, got ${seed}.`);
   }
+  // (before any weight is read: a misspelt knob should not cost a load)
+  checkMegakernelTuning(op, options.megakernelTuning);
   const { signal, onLoadProgress: onProgress } = options;
   const preset = isPresetName(dirOrPreset);
   // A hub id (owner/name that is no directory here) loads from the hub cache, downloading on first use.
@@ -497,18 +608,22 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
     );
   }
   const weightFormat = storedFormat ?? requested ?? 'bf16';
-  refuseGpu(weightFormat);
   const bits = weightFormat === 'int8' ? 8 : weightFormat === 'int4' ? 4 : undefined;
   const engineName: EngineName =
-    bits !== undefined
-      ? 'cpu'
-      : (options.engine ??
-        (options.dtype === undefined || options.dtype === 'bf16' ? defaultEngine(config) : defaultEngine()));
+    options.engine ??
+    (options.dtype === undefined || options.dtype === 'bf16'
+      ? defaultEngine(config, weightFormat)
+      : defaultEngine());
   const placement = ENGINE_PLACEMENT[engineName];
   const dtype = options.dtype ?? placement.dtype;
-  checkEngineAvailable(engineName, op, { config, dtype });
+  checkEngineAvailable(engineName, op, { config, dtype, weights: weightFormat });
   const maxContext = resolveMaxContext(config, options.maxContext);
-  if (options.checkMemory ?? true) checkEngineMemory(engineName, config, maxContext, dtype, dirOrPreset);
+  if (options.checkMemory ?? true) {
+    checkEngineMemory(engineName, config, maxContext, dtype, dirOrPreset, {
+      format: weightFormat,
+      stored: stored !== undefined,
+    });
+  }
   const generationConfig = dir === undefined ? undefined : await readGenerationConfig(dir);
   const tokenizer = await loadTokenizer({
     ...(dir === undefined ? {} : { dir }),
@@ -530,6 +645,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   if (stored !== undefined) {
     ({ weights, quantized } = await loadQuantizedCheckpoint(dir!, config, stored, {
       dtype: loadOptions.dtype,
+      device: placement.device,
       checkFinite: options.checkWeights ?? true,
       ...(onProgress === undefined ? {} : { onProgress }),
       ...(signal === undefined ? {} : { signal }),
@@ -542,15 +658,22 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   let engine: Engine;
   try {
     if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);
-    const engineOptions = { maxContext, vocabLimit: tokenizer.vocabSize };
-    if (bits === undefined) engine = createEngine(engineName, config, weights, engineOptions);
-    else {
+    const engineOptions = {
+      maxContext,
+      vocabLimit: tokenizer.vocabSize,
+      ...megakernelEngineOptions(options),
+    };
+    // A float checkpoint asked for int8/int4 is quantized here, where its weights are (on the GPU for layered).
+    if (bits !== undefined) {
       quantized ??= quantizeLinears(weights, {
         bits,
         ...(options.groupSize === undefined ? {} : { groupSize: options.groupSize }),
       });
-      engine = createCpuEngine(config, weights, { ...engineOptions, quantized });
     }
+    engine = createEngine(engineName, config, weights, {
+      ...engineOptions,
+      ...(quantized === undefined ? {} : { quantized }),
+    });
   } catch (e) {
     disposeFloatWeights(weights);
     if (quantized !== undefined) disposeQuantizedLayers(quantized);

@@ -77,6 +77,18 @@ export interface Qwen3Weights<D extends FloatDType = FloatDType> {
   readonly lmHead: Tensor<D>;
 }
 
+/**
+ * The weights an engine holds, where it holds them. `format` is that of the decoder projections (q/k/v/o/gate/up/
+ * down): `'bf16'` for float ones (in the engine's dtype), else `'int8'` (per output channel) or `'int4'` (groups).
+ */
+export interface WeightInfo {
+  readonly format: 'bf16' | 'int8' | 'int4';
+  /** Bytes of the decoder projections: codes, scales and zero-point offsets for quantized ones. */
+  readonly projectionBytes: number;
+  /** Bytes of the rest, in the float dtype: embedding, LM head (once when tied), norms. */
+  readonly otherBytes: number;
+}
+
 /** Which implementation runs the forward pass. */
 export type EngineName = 'cpu' | 'layered' | 'megakernel';
 
@@ -89,6 +101,53 @@ export interface SamplingParams {
   readonly topP: number;
   /** Seed of the generation; each step draws from `seed` and the step index, so runs repeat exactly. */
   readonly seed: number;
+  // The controls below act before temperature / top-k / top-p (`@qk/ops`' applyLogitControls). Only Engine.choose
+  // applies them: `next` refuses parameters that set any of them.
+  /** Subtracted once from the logit of every token already generated (OpenAI's presence penalty); 0 is off. */
+  readonly presencePenalty?: number;
+  /** Subtracted per occurrence from the logit of every generated token (OpenAI's frequency penalty); 0 is off. */
+  readonly frequencyPenalty?: number;
+  /** HF's repetition penalty over the prompt and the generated tokens (> 0); 1 is off. */
+  readonly repetitionPenalty?: number;
+  /** Min-p in [0, 1]: drop tokens less likely than `minP` × the most likely one (at the temperature); 0 is off. */
+  readonly minP?: number;
+  /** Token id → value added to its logit. */
+  readonly logitBias?: ReadonlyMap<number, number>;
+}
+
+/** The tokens of a generation so far: what the penalties count. The arrays only grow while a generation runs. */
+export interface TokenHistory {
+  /** The whole prompt (cached prefix included). The repetition penalty reads it. */
+  readonly prompt: readonly number[];
+  /** The generated tokens so far. Every penalty reads them. */
+  readonly generated: readonly number[];
+}
+
+/** Per-step inputs of {@link Engine.choose} beyond {@link SamplingParams}. */
+export interface StepControls {
+  readonly history: TokenHistory;
+  /**
+   * Allowed tokens (a bitset as `TokenConstraint.nextMask()` returns it: token `t` is bit `t & 31` of word `t >>> 5`;
+   * missing words allow nothing), or `null` for every token.
+   */
+  readonly mask: Uint32Array | null;
+  /** Report the chosen token's log-probability and this many (0–20) most likely alternatives; `null` reports none. */
+  readonly topLogprobs: number | null;
+}
+
+/** A token and its log-probability under the model's own distribution (softmax of the raw logits). */
+export interface TokenLogprob {
+  readonly id: number;
+  readonly logprob: number;
+}
+
+/** A chosen token, with its log-probability and the most likely alternatives when they were asked for. */
+export interface SampledToken {
+  readonly id: number;
+  /** `log softmax(logits)[id]` over the model's raw logits (before penalties, bias, mask and temperature). */
+  readonly logprob?: number;
+  /** The most likely tokens at this step, most likely first (ties: lower id first). */
+  readonly topLogprobs?: readonly TokenLogprob[];
 }
 
 /**
@@ -109,6 +168,8 @@ export interface Engine {
    * about half the LM head's bytes).
    */
   readonly lmScreen?: boolean;
+  /** What the engine holds as weights: the decoder projections' format and the bytes of each part. */
+  readonly weightInfo?: WeightInfo;
   /** Runs `ids` at positions `start…`, fills the cache, and returns the last position's logits (f32, `vocabSize`). */
   logits(ids: readonly number[], start: number): Float32Array;
   /**
@@ -116,6 +177,18 @@ export interface Engine {
    * engine's device where it has one). `step` is the index of the generated token, mixed into the seed.
    */
   next(ids: readonly number[], start: number, sampling: SamplingParams, step: number): number;
+  /**
+   * {@link next} with the sampling controls: penalties, bias and min-p of `sampling`, the allowed-token mask and
+   * log-probabilities of `controls`, applied where the engine samples (on its device). Optional: a generation on an
+   * engine without it reads {@link logits} and applies the TypeScript reference.
+   */
+  choose?(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    controls: StepControls,
+  ): SampledToken;
   /** Frees the weights' and cache's memory. Further calls throw. */
   dispose(): void;
   /** Engines built from swappable modules (`layered`) list their variants per module kind. */
@@ -133,7 +206,44 @@ export type PatchSpec = Partial<Record<ModuleKind, string | ((...args: never[]) 
 /** One chat message for {@link Qwen3Tokenizer.applyChatTemplate}. */
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant' | 'tool';
-  readonly content: string;
+  /**
+   * The text: a string, or OpenAI-style text parts (`[{ type: 'text', text }]`, joined in order). An assistant
+   * message that only calls tools may leave it empty (`''` or `null`).
+   */
+  readonly content: string | readonly ChatContentPart[] | null;
+  /** An earlier assistant turn's thinking (`ChatResult.reasoning`), shown to the template as `reasoning_content`. */
+  readonly reasoning?: string;
+  /** The tool calls of an earlier assistant turn (`ChatResult.toolCalls`). */
+  readonly toolCalls?: readonly ToolCall[];
+  /** On a `tool` message: the id of the call it answers (kept for the caller; Qwen3's template orders by position). */
+  readonly toolCallId?: string;
+}
+
+/** One part of a message's content. Qwen3 reads text only. */
+export interface ChatContentPart {
+  readonly type: 'text';
+  readonly text: string;
+}
+
+/** A function the model may call, in OpenAI's shape (what Qwen3's template lists in its `<tools>` block). */
+export interface ToolDefinition {
+  readonly type: 'function';
+  readonly function: {
+    /** 1–64 letters, digits, `_`, `-` or `.`. */
+    readonly name: string;
+    readonly description?: string;
+    /** A JSON Schema of the arguments object (default: an object with no properties). */
+    readonly parameters?: Readonly<Record<string, unknown>>;
+  };
+}
+
+/** A call of one of the tools, as the model wrote it inside `<tool_call>…</tool_call>`, arguments validated. */
+export interface ToolCall {
+  /** Unique per call (`call_…`): a `tool` message answering it carries it as `toolCallId`. */
+  readonly id: string;
+  readonly name: string;
+  /** The arguments, valid against the tool's `parameters` schema. */
+  readonly arguments: Readonly<Record<string, unknown>>;
 }
 
 /** Options of {@link Qwen3Tokenizer.applyChatTemplate}. */
@@ -142,6 +252,8 @@ export interface ChatTemplateOptions {
   readonly addGenerationPrompt?: boolean;
   /** Qwen3's thinking switch (default `true`, as in the model's template); `false` adds an empty think block. */
   readonly enableThinking?: boolean;
+  /** Functions the model may call: the template lists them in its system turn. Default none. */
+  readonly tools?: readonly ToolDefinition[];
 }
 
 /** Turns ids into text chunks as they arrive, never splitting a UTF-8 character across chunks. */

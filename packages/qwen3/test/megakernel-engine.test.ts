@@ -8,8 +8,11 @@ import * as cudaCore from '@qk/cuda-core';
 import {
   cudaAvailable,
   cudaDeviceInfo,
+  MEGAKERNEL_TRACE_STAGES,
+  MEGAKERNEL_TUNING_FIELDS,
+  type MegakernelTraceSummary,
+  type MegakernelTuning,
   megakernelPlan,
-  QkCudaError,
   QkDisposedError,
   QkValueError,
   sample,
@@ -20,7 +23,7 @@ import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine, stepSeed } from '../src/engine/index.js';
 import { pickToken } from '../src/engine/sampling.js';
-import { QkContextError } from '../src/errors.js';
+import { QkContextError, QkNonFiniteError } from '../src/errors.js';
 import type { Engine, Qwen3Config, SamplingParams } from '../src/types.js';
 import { argmaxOf as argmax, closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
@@ -85,7 +88,8 @@ const TO_1400 = { maxContext: 1400, megakernelUntil: 1400 };
 
 /**
  * An engine over seeded random weights. The megakernel keeps every decode step (`megakernelUntil` past the cache:
- * these small shapes would otherwise hand decoding to the layered graph within a few hundred positions).
+ * these small shapes would otherwise hand decoding to the layered graph within a few hundred positions);
+ * `megakernelTuning` sets its knobs (read when the instance is made).
  */
 function build(
   name: 'layered' | 'megakernel',
@@ -94,6 +98,7 @@ function build(
   options: {
     megakernelUntil?: number;
     megakernelSteps?: number;
+    megakernelTuning?: MegakernelTuning;
     maxContext?: number;
     vocabLimit?: number;
   } = {},
@@ -102,7 +107,11 @@ function build(
     maxContext: options.maxContext ?? MAX_CONTEXT,
     vocabLimit: options.vocabLimit,
     ...(name === 'megakernel'
-      ? { megakernelUntil: options.megakernelUntil ?? MAX_CONTEXT, megakernelSteps: options.megakernelSteps }
+      ? {
+          megakernelUntil: options.megakernelUntil ?? MAX_CONTEXT,
+          megakernelSteps: options.megakernelSteps,
+          megakernelTuning: options.megakernelTuning,
+        }
       : {}),
   });
 }
@@ -134,29 +143,6 @@ function expectMatchesLayered(got: Float32Array[], want: Float32Array[]) {
   expectClose(got, want, { from: 1, relL2: 2e-2, agreement: 0.9 });
 }
 
-/** `make()` with the environment variable `name` set to `value` (unset: undefined), restored afterwards. */
-function withEnv<T>(name: string, value: string | undefined, make: () => T): T {
-  const previous = process.env[name];
-  if (value === undefined) delete process.env[name];
-  else process.env[name] = value;
-  try {
-    return make();
-  } finally {
-    if (previous === undefined) delete process.env[name];
-    else process.env[name] = previous;
-  }
-}
-
-/** `make()` with every variable of `env` set (read when an instance is made), as withEnv. */
-function withEnvs<T>(env: Readonly<Record<string, string>>, make: () => T): T {
-  return Object.entries(env).reduce<() => T>(
-    (inner, [name, value]) =>
-      () =>
-        withEnv(name, value, inner),
-    make,
-  )();
-}
-
 /** Whether two logit rows are the same bits. */
 const sameBits = (a: Float32Array, b: Float32Array) =>
   Buffer.compare(Buffer.from(a.buffer), Buffer.from(b.buffer)) === 0;
@@ -170,24 +156,23 @@ function expectSameBits(got: Float32Array[], want: Float32Array[]) {
   }
 }
 
-/** The attention by chunks at every position (the staged attention off: QK_MEGAKERNEL_STAGED_UNTIL=0). */
-const CHUNKS = { QK_MEGAKERNEL_STAGED_UNTIL: '0' } as const;
+/** The attention by chunks at every position (the staged attention off). */
+const CHUNKS: MegakernelTuning = { stagedUntil: 0 };
 
 /**
- * The megakernel with the knobs `env` (over `base`; read when an instance is made) against one with `base` alone and
- * against the layered engine, on EIGHT_KV_HEADS over `length` random ids (weights seeded `seed`, ids `idsSeed`), one
+ * The megakernel with the knobs `tuning` (over `base`) against one with `base` alone and against the layered engine, on EIGHT_KV_HEADS over `length` random ids (weights seeded `seed`, ids `idsSeed`), one
  * step per launch: the same bits below 56 keys (one chunk per head), then within 1e-2 relative L2 and 95% argmax
  * agreement of the baseline's logits, and within the layered engine's tolerances. Returns both logit traces.
  */
 function knobAgainstDefault(
-  env: Readonly<Record<string, string>>,
+  tuning: MegakernelTuning,
   seed: number,
   length: number,
   idsSeed: number,
-  base: Readonly<Record<string, string>> = {},
+  base: MegakernelTuning = {},
 ) {
-  const knob = withEnvs({ ...base, ...env }, () => build('megakernel', EIGHT_KV_HEADS, seed));
-  const plain = withEnvs(base, () => build('megakernel', EIGHT_KV_HEADS, seed));
+  const knob = build('megakernel', EIGHT_KV_HEADS, seed, { megakernelTuning: { ...base, ...tuning } });
+  const plain = build('megakernel', EIGHT_KV_HEADS, seed, { megakernelTuning: base });
   const layered = build('layered', EIGHT_KV_HEADS, seed);
   try {
     const ids = randomIds(length, EIGHT_KV_HEADS.vocabSize, idsSeed);
@@ -205,17 +190,12 @@ function knobAgainstDefault(
 }
 
 /**
- * Greedy tokens from `prompt` up to position `until` with the knobs `env` (weights seeded `seed`): `next()` in launches
- * of 4 steps gives the argmax of one-step launches' logits at every step.
+ * Greedy tokens from `prompt` up to position `until` with the knobs `tuning` (weights seeded `seed`): `next()` in
+ * launches of 4 steps gives the argmax of one-step launches' logits at every step.
  */
-function expectLaunchesOfFour(
-  env: Readonly<Record<string, string>>,
-  seed: number,
-  prompt: number[],
-  until: number,
-) {
-  const four = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, seed, { megakernelSteps: 4 }));
-  const one = withEnvs(env, () => build('megakernel', EIGHT_KV_HEADS, seed));
+function expectLaunchesOfFour(tuning: MegakernelTuning, seed: number, prompt: number[], until: number) {
+  const four = build('megakernel', EIGHT_KV_HEADS, seed, { megakernelSteps: 4, megakernelTuning: tuning });
+  const one = build('megakernel', EIGHT_KV_HEADS, seed, { megakernelTuning: tuning });
   try {
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const tokens = [four.next(prompt, 0, greedy, 0)];
@@ -381,7 +361,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     }
   });
 
-  it('a sampled step refuses NaN logits (as `sample` does) with an error, and the engine runs on after it', () => {
+  it('a step refuses NaN logits (as `sample` does, greedy too) with an error, and the engine runs on after it', () => {
     const config = CONFIGS[0]![1];
     const weights = randomWeights(config, 19, 'bf16');
     // One LM-head row of NaN (bf16 0x7fc0): that id's logit is NaN at every step.
@@ -394,9 +374,15 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const sampling = { temperature: 0.7, topK: 20, topP: 0.95, seed: 1 };
     const prompt = randomIds(6, config.vocabSize, 2);
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
-    const first = mk.next(prompt, 0, greedy, 0);
-    expect(() => mk.next([first], 6, sampling, 1)).toThrow(QkCudaError);
-    expect(() => mk.next([first], 6, sampling, 1)).toThrow(/not usable/);
+    // The prefill's row holds the NaN too: `logits` hands it over, a token is not drawn from it.
+    expect(() => mk.next(prompt, 0, greedy, 0)).toThrow(QkNonFiniteError);
+    const first = argmax(mk.logits(prompt, 0).map((x) => (Number.isNaN(x) ? -Infinity : x)));
+    for (const s of [sampling, greedy]) {
+      expect(() => mk.next([first], 6, s, 1)).toThrow(QkNonFiniteError);
+      expect(() => mk.next([first], 6, s, 1)).toThrow(
+        /NaN\/Inf at step 1; the weights hold non-finite values in lmHead/,
+      );
+    }
     const logits = mk.logits([first], 6);
     expect(Number.isNaN(logits[123]!)).toBe(true);
     expect(logits.filter(Number.isNaN).length).toBe(1);
@@ -405,13 +391,13 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
   it('a second attention pass staged in shared memory gives the same bits as one read from the cache', () => {
     // 8 KV heads: 16 chunks per head on 132 blocks, so 1,001-1,345 keys make chunks of 63-85 keys, whose second pass
-    // (7-29 keys: staged up to 28) is staged; QK_MEGAKERNEL_KV_STAGE=0 reads it from the cache instead. (A first
+    // (7-29 keys: staged up to 28) is staged; `kvStage: false` reads it from the cache instead. (A first
     // draft let warps without second-pass keys overwrite the staged rows from 9 keys on, and the logits went NaN.)
     const staged = build('megakernel', EIGHT_KV_HEADS, 14, TO_1400);
-    // (the knobs are read when an instance is created)
-    const plain = withEnv('QK_MEGAKERNEL_KV_STAGE', '0', () =>
-      build('megakernel', EIGHT_KV_HEADS, 14, TO_1400),
-    );
+    const plain = build('megakernel', EIGHT_KV_HEADS, 14, {
+      ...TO_1400,
+      megakernelTuning: { kvStage: false },
+    });
     const layered = build('layered', EIGHT_KV_HEADS, 14, TO_1400);
     const ids = randomIds(1345, EIGHT_KV_HEADS.vocabSize, 31);
     const a = trace(staged, ids, 1000);
@@ -427,14 +413,15 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     layered.dispose();
   });
 
-  it('chunks of one pass and a staged second (QK_MEGAKERNEL_CHUNK_KEYS=84) match the layered engine', () => {
+  it('chunks of one pass and a staged second (chunkKeys 84) match the layered engine', () => {
     // 8 KV heads: from 57 keys on, each chunk holds up to 84 keys, so its second pass (up to 28 keys) is staged, from
     // one chunk per head through 16 (at 1,345 keys). A group of 2 (as in 0.6B and 1.7B) takes an argmax kernel that
     // stages.
     // (The staged attention off: it would take 57-384 keys.)
-    const mk = withEnvs({ ...CHUNKS, QK_MEGAKERNEL_CHUNK_KEYS: '84' }, () =>
-      build('megakernel', EIGHT_KV_HEADS, 15, TO_1400),
-    );
+    const mk = build('megakernel', EIGHT_KV_HEADS, 15, {
+      ...TO_1400,
+      megakernelTuning: { ...CHUNKS, chunkKeys: 84 },
+    });
     const layered = build('layered', EIGHT_KV_HEADS, 15, TO_1400);
     const ids = randomIds(1345, EIGHT_KV_HEADS.vocabSize, 32);
     for (const [from, to] of [
@@ -448,10 +435,10 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     layered.dispose();
   });
 
-  it('claimed tiles (QK_MEGAKERNEL_CLAIM=1) give the same bits as fixed shares', () => {
+  it('claimed tiles (claimTiles) give the same bits as fixed shares', () => {
     const config = CONFIGS[1]![1];
     const fixed = build('megakernel', config, 12);
-    const claimed = withEnv('QK_MEGAKERNEL_CLAIM', '1', () => build('megakernel', config, 12)); // (read on creation)
+    const claimed = build('megakernel', config, 12, { megakernelTuning: { claimTiles: true } });
     // Short contexts (attention blocks take no rows) through long ones (every block takes rows and attends).
     const ids = randomIds(300, config.vocabSize, 30);
     expectSameBits(trace(claimed, ids, 200), trace(fixed, ids, 200));
@@ -463,7 +450,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     claimed.dispose();
   });
 
-  it('QKV rows taken four at a time (the default) give the same bits as by pairs (QK_MEGAKERNEL_QKV_QUADS=0)', () => {
+  it('QKV rows taken four at a time (the default) give the same bits as by pairs (qkvQuads false)', () => {
     // Hidden 256: QKV tiles of 56 rows (the short ring's 28 KB slots, launches below 512) or 40 (20 KB), and block
     // shares of 30-34 rows, so turns of two pairs and tiles that end on a lone pair, whose turn reads that pair twice
     // and publishes it once.
@@ -472,7 +459,7 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const wide = megakernelPlan({ hidden: 4096, qHeads: 32, kvHeads: 8, ffn: 12288, layers: 2, vocab: 1000 });
     expect(wide.supported && wide.qkvQuads).toBe(false); // (Qwen3-8B: QKV tiles of one or two pairs)
     const quads = build('megakernel', EIGHT_KV_HEADS, 16);
-    const pairs = withEnv('QK_MEGAKERNEL_QKV_QUADS', '0', () => build('megakernel', EIGHT_KV_HEADS, 16));
+    const pairs = build('megakernel', EIGHT_KV_HEADS, 16, { megakernelTuning: { qkvQuads: false } });
     const ids = randomIds(600, EIGHT_KV_HEADS.vocabSize, 33);
     expectSameBits(trace(quads, ids, 1), trace(pairs, ids, 1));
     const sampled = { temperature: 0.9, topK: 40, topP: 0.9, seed: 9 };
@@ -481,39 +468,43 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     pairs.dispose();
   });
 
-  it('heads of 2-3 chunks merged by the O blocks (QK_MEGAKERNEL_O_MERGE=3) match the merge in chunk 0 (the default)', () => {
+  it('heads of 2-3 chunks merged by the O blocks (oMerge 3) match the merge in chunk 0 (the default)', () => {
     // 8 KV heads in groups of 2: positions 56-167 split each head into 2-3 chunks of one pass, whose normalised
     // outputs the O blocks merge as they gather their input. Below 56 a head is one chunk, so both engines give the
     // same bits; from 168 (4-6 chunks here) chunk 0's block merges in both, over caches that differ by the earlier
     // roundings. (Both with the staged attention off: it would take 57-384 keys, one chunk per head.)
-    knobAgainstDefault({ QK_MEGAKERNEL_O_MERGE: '3' }, 17, 320, 34, CHUNKS);
+    knobAgainstDefault({ oMerge: 3 }, 17, 320, 34, CHUNKS);
   });
 
-  it('the staged attention (QK_MEGAKERNEL_STAGED_UNTIL) matches the attention by chunks and the layered engine, in launches of one step and of several', () => {
+  it('the staged attention (stagedUntil) matches the attention by chunks and the layered engine, in launches of one step and of several', () => {
     // 8 KV heads in groups of 2 (as Qwen3-0.6B): from 57 keys a head splits into chunks of one pass. With the staged
     // attention, launches whose steps have 57-256 keys attend with one block per KV head over the head's rows staged
     // in shared memory, on the tensor cores: other roundings (bf16 weights), so other bits from position 56 on.
     // Up to position 299: past 256 keys both attend by chunks again, over caches the staged steps wrote.
-    const { got, old } = knobAgainstDefault({ QK_MEGAKERNEL_STAGED_UNTIL: '256' }, 18, 300, 35, CHUNKS);
+    const { got, old } = knobAgainstDefault({ stagedUntil: 256 }, 18, 300, 35, CHUNKS);
     // (The staged steps did take the other path: their logits are not the chunked ones' bits.)
     expect(got.slice(56, 256).filter((g, s) => !sameBits(g, old[56 + s]!)).length).toBeGreaterThan(150);
 
-    // Launches of 4 steps (QK_MEGAKERNEL_STAGED_FROM=1: every launch within 256 keys is staged): the staged rows'
-    // barrier completes once per layer of each step, so its phases must follow across steps; the tokens are those of
-    // one step per launch.
-    const env = { QK_MEGAKERNEL_STAGED_UNTIL: '256', QK_MEGAKERNEL_STAGED_FROM: '1' };
-    expectLaunchesOfFour(env, 19, randomIds(5, EIGHT_KV_HEADS.vocabSize, 36), 245);
+    // Launches of 4 steps (stagedFrom 1: every launch within 256 keys is staged): the staged rows' barrier completes
+    // once per layer of each step, so its phases must follow across steps; the tokens are those of one step per
+    // launch.
+    expectLaunchesOfFour(
+      { stagedUntil: 256, stagedFrom: 1 },
+      19,
+      randomIds(5, EIGHT_KV_HEADS.vocabSize, 36),
+      245,
+    );
   });
 
-  it('the staged attention over the whole ring (the default to 384 keys; QK_MEGAKERNEL_STAGED_RING=1) gives the staged bits, and the same tokens in launches of several steps', () => {
+  it('the staged attention over the whole ring (the default to 384 keys; stagedRing) gives the staged bits, and the same tokens in launches of several steps', () => {
     const ids = randomIds(420, EIGHT_KV_HEADS.vocabSize, 37);
     // Up to 256 keys, rows in the place of the whole ring against rows past a kept ring: the same arithmetic, so the
     // same bits at every step (there, the attending blocks also take no down rows, and stream the LM head only after
     // the last layer's attention; a GEMV's rows give the same sums on any block).
-    const ring = withEnvs({ QK_MEGAKERNEL_STAGED_UNTIL: '256', QK_MEGAKERNEL_STAGED_RING: '1' }, () =>
-      build('megakernel', EIGHT_KV_HEADS, 20),
-    );
-    const kept = withEnv('QK_MEGAKERNEL_STAGED_UNTIL', '256', () => build('megakernel', EIGHT_KV_HEADS, 20));
+    const ring = build('megakernel', EIGHT_KV_HEADS, 20, {
+      megakernelTuning: { stagedUntil: 256, stagedRing: true },
+    });
+    const kept = build('megakernel', EIGHT_KV_HEADS, 20, { megakernelTuning: { stagedUntil: 256 } });
     try {
       expectSameBits(trace(ring, ids.slice(0, 300), 1), trace(kept, ids.slice(0, 300), 1));
     } finally {
@@ -522,12 +513,12 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     }
     // Up to 384 keys (no slots can be kept beside them: the whole ring's place), against the chunks and the layered
     // engine; the steps of 257-384 keys did take the staged path (other bits than the chunks').
-    const { got, old } = knobAgainstDefault({ QK_MEGAKERNEL_STAGED_UNTIL: '384' }, 21, 420, 38, CHUNKS);
+    const { got, old } = knobAgainstDefault({ stagedUntil: 384 }, 21, 420, 38, CHUNKS);
     expect(got.slice(256, 384).filter((g, s) => !sameBits(g, old[256 + s]!)).length).toBeGreaterThan(96);
     // The default (the staged attention to 384 keys, HF's roundings): the weights' division without __fdiv_rn's
-    // range check gives __fdiv_rn's bits (QK_MEGAKERNEL_STAGED_HF=2: the same attention with __fdiv_rn itself).
+    // range check gives __fdiv_rn's bits (stagedHf 2: the same attention with __fdiv_rn itself).
     const fast = build('megakernel', EIGHT_KV_HEADS, 23);
-    const fdiv = withEnv('QK_MEGAKERNEL_STAGED_HF', '2', () => build('megakernel', EIGHT_KV_HEADS, 23));
+    const fdiv = build('megakernel', EIGHT_KV_HEADS, 23, { megakernelTuning: { stagedHf: 2 } });
     try {
       expectSameBits(trace(fast, ids, 1), trace(fdiv, ids, 1));
     } finally {
@@ -537,19 +528,14 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
 
     // Launches of 4 steps from position 1: the barrier that hands the ring back to the LM head completes once per
     // step, so its phases must follow across steps; the tokens are those of one step per launch.
-    expectLaunchesOfFour(
-      { QK_MEGAKERNEL_STAGED_UNTIL: '384', QK_MEGAKERNEL_STAGED_FROM: '1' },
-      22,
-      ids.slice(0, 5),
-      380,
-    );
+    expectLaunchesOfFour({ stagedUntil: 384, stagedFrom: 1 }, 22, ids.slice(0, 5), 380);
   });
 
-  it('the staged kernel (the default) gives the bits and tokens of the kernel with both paths (QK_MEGAKERNEL_PATH_KERNELS=0)', () => {
+  it('the staged kernel (the default) gives the bits and tokens of the kernel with both paths (pathKernels false)', () => {
     // Launches whose steps are all staged (57-384 keys) run a kernel compiled without the attention by chunks; the
     // others run the kernel with both paths.
     const ids = randomIds(420, EIGHT_KV_HEADS.vocabSize, 39);
-    const both = withEnv('QK_MEGAKERNEL_PATH_KERNELS', '0', () => build('megakernel', EIGHT_KV_HEADS, 24));
+    const both = build('megakernel', EIGHT_KV_HEADS, 24, { megakernelTuning: { pathKernels: false } });
     const path = build('megakernel', EIGHT_KV_HEADS, 24);
     const paths = () => cudaCore.loadBinding().megakernelLaunchPaths();
     try {
@@ -574,9 +560,10 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     const sampled = { temperature: 0.8, topK: 20, topP: 0.9, seed: 5 };
     for (const sampling of [{ temperature: 0, topK: 0, topP: 1, seed: 0 }, sampled]) {
       const four = build('megakernel', EIGHT_KV_HEADS, 25, { megakernelSteps: 4 });
-      const plain = withEnv('QK_MEGAKERNEL_PATH_KERNELS', '0', () =>
-        build('megakernel', EIGHT_KV_HEADS, 25, { megakernelSteps: 4 }),
-      );
+      const plain = build('megakernel', EIGHT_KV_HEADS, 25, {
+        megakernelSteps: 4,
+        megakernelTuning: { pathKernels: false },
+      });
       try {
         const got = nextSteps(four, ids, sampling, 400);
         expect(got).toEqual(nextSteps(plain, ids, sampling, 400));
@@ -598,13 +585,13 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
       layers: config.numLayers,
       vocab: config.vocabSize,
     };
-    /** The plan and an engine with QK_MEGAKERNEL_SLOT_KB set to `kb` (read when each is made; unset: the default). */
-    const withSlotKb = (kb: string | undefined) =>
-      withEnv('QK_MEGAKERNEL_SLOT_KB', kb, () => {
-        const plan = megakernelPlan(dims);
-        if (!plan.supported) throw new Error(plan.reason);
-        return { plan, engine: build('megakernel', config, 14) };
-      });
+    /** The plan and an engine with slots of `slotKb` KB (undefined: the default). */
+    const withSlotKb = (slotKb: number | undefined) => {
+      const tuning: MegakernelTuning = slotKb === undefined ? {} : { slotKb };
+      const plan = megakernelPlan(dims, tuning);
+      if (!plan.supported) throw new Error(plan.reason);
+      return { plan, engine: build('megakernel', config, 14, { megakernelTuning: tuning }) };
+    };
     // These rows are narrow: the default 20 KB slots stand, and launches below 512 take fewer, 28 KB ones.
     const both = withSlotKb(undefined);
     expect(both.plan.slotBytes).toBe(20 * 1024);
@@ -613,8 +600,8 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     expect(both.plan.shortSlots * both.plan.shortSlotBytes).toBeLessThanOrEqual(both.plan.sharedBytes);
     expect(both.plan.slots * both.plan.slotBytes).toBeLessThanOrEqual(both.plan.sharedBytes);
     // A requested slot size puts every launch on one ring: the default one, or one of the short ring's size.
-    const only20 = withSlotKb('20');
-    const only28 = withSlotKb('28');
+    const only20 = withSlotKb(20);
+    const only28 = withSlotKb(28);
     expect([only20.plan.slotBytes, only20.plan.shortRingUntil]).toEqual([20 * 1024, 0]);
     expect([only28.plan.slotBytes, only28.plan.slots, only28.plan.shortRingUntil]).toEqual([
       28 * 1024,
@@ -830,6 +817,62 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     // Position 16 is past the cache: refused before anything is launched.
     expect(() => mk.next([token], 16, greedy, 16)).toThrow(QkContextError);
     mk.dispose();
+  });
+
+  it('refuses tuning fields that are unknown, of the wrong type or out of range, naming each, in the engine and the addon', () => {
+    const config = CONFIGS[0]![1];
+    const weights = toCuda(randomWeights(config, 6, 'bf16'));
+    const bad: [Record<string, unknown>, string][] = [
+      [{ inflight: 2000 }, 'megakernelTuning.inflight'],
+      [{ stagedUntil: 400 }, 'megakernelTuning.stagedUntil'],
+      [{ claimTiles: 1 }, 'megakernelTuning.claimTiles'],
+      [{ debug: 16 }, 'megakernelTuning.debug'],
+      [{ slotKB: 20 }, 'megakernelTuning.slotKB'],
+    ];
+    for (const [tuning, field] of bad) {
+      expect(() =>
+        createEngine('megakernel', config, weights, {
+          maxContext: 16,
+          megakernelTuning: tuning as MegakernelTuning,
+        }),
+      ).toThrow(field);
+    }
+    // The addon checks the object again (its own table), before any CUDA work.
+    const b = cudaCore.loadBinding();
+    const plan = (tuning: unknown) => () =>
+      b.megakernelPlan(256, 4, 2, 384, 2, 1000, tuning as MegakernelTuning);
+    expect(plan({ inflight: -1 })).toThrow(
+      /argument "tuning\.inflight" must be an integer in \[0, 1024\], got -1/,
+    );
+    expect(plan({ kvStage: 'no' })).toThrow(/argument "tuning\.kvStage" must be a boolean/);
+    expect(plan({ bogus: 1 })).toThrow(/argument "tuning\.bogus" is not a megakernel tuning field/);
+    expect(plan([1])).toThrow(/argument "tuning" must be an object/);
+    expect(b.megakernelPlan(256, 4, 2, 384, 2, 1000, {}).supported).toBe(true);
+    // And its table is the one @qk/ops checks with (the backend compares them when it loads the addon).
+    expect(b.megakernelTuningFields).toEqual(MEGAKERNEL_TUNING_FIELDS);
+    const mk = createEngine('megakernel', config, weights, { maxContext: 16, megakernelTuning: {} });
+    mk.dispose();
+  });
+
+  it('megakernelTrace hands the per-stage timings of the traced steps to its callback at dispose', () => {
+    const config = CONFIGS[0]![1];
+    const summaries: MegakernelTraceSummary[] = [];
+    const mk = createEngine('megakernel', config, toCuda(randomWeights(config, 2, 'bf16')), {
+      maxContext: 32,
+      megakernelUntil: 32,
+      megakernelSteps: 4,
+      megakernelTrace: (s) => summaries.push(s),
+    });
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    let token = mk.next([1, 2, 3], 0, greedy, 0);
+    for (let p = 3; p < 12; p++) token = mk.next([token], p, greedy, p - 2);
+    expect(summaries).toHaveLength(0);
+    mk.dispose();
+    expect(summaries).toHaveLength(1);
+    const summary = summaries[0]!;
+    expect(summary.steps).toBeGreaterThanOrEqual(9);
+    expect(summary.stages).toHaveLength(MEGAKERNEL_TRACE_STAGES.length + 3);
+    expect(summary.stepUs).toBeGreaterThan(0);
   });
 
   it('has no swappable modules, refuses shapes it does not serve, and refuses use after dispose', () => {

@@ -53,8 +53,9 @@ describe('quantizeCheckpoint + loadQwen3', () => {
       await ckpt.close();
 
       const format = bits === 8 ? 'int8' : 'int4';
-      const stored = await loadQwen3(out, { maxContext: 16 });
+      const stored = await loadQwen3(out, { engine: 'cpu', maxContext: 16 });
       const atLoad = await loadQwen3(src, {
+        engine: 'cpu',
         maxContext: 16,
         weights: format,
         ...(group === undefined ? {} : { groupSize: group }),
@@ -67,8 +68,8 @@ describe('quantizeCheckpoint + loadQwen3', () => {
       stored.dispose();
       atLoad.dispose();
       await expect(loadQwen3(out, { weights: bits === 8 ? 'int4' : 'int8' })).rejects.toThrow(QkValueError);
-      // With a GPU: "quantized weights run on the cpu engine in this version"; without one the GPU check speaks first.
-      await expect(loadQwen3(out, { engine: 'layered' })).rejects.toThrow(/cpu/);
+      // With a GPU: the megakernel streams bf16 only (use layered); without one the GPU check speaks first.
+      await expect(loadQwen3(out, { engine: 'megakernel' })).rejects.toThrow(/megakernel/);
     });
   }
 

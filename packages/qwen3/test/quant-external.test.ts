@@ -6,7 +6,8 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { f16BitsToF32, f32ToF16Bits, linear, Tensor } from '@qk/ops';
+import * as cudaCore from '@qk/cuda-core';
+import { cudaAvailable, f16BitsToF32, f32ToF16Bits, linear, Tensor, useCudaBackend } from '@qk/ops';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadWeights, writeRandomCheckpoint } from '../src/checkpoint/index.js';
 import { PRESETS } from '../src/config.js';
@@ -18,6 +19,8 @@ import { LINEAR_KEYS, linearName, quantLinear } from '../src/quant/quantize.js';
 import { openCheckpoint } from '../src/safetensors/checkpoint.js';
 import { type WritableTensor, writeShardedSafetensors } from '../src/safetensors/writer.js';
 import type { LayerWeights } from '../src/types.js';
+
+useCudaBackend(cudaCore);
 
 const AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7];
 
@@ -183,7 +186,7 @@ describe('AWQ and GPTQ checkpoints through loadQwen3', () => {
           : { quant_method: 'gptq', bits: 4, group_size: g, desc_act: false, sym: false };
       await writeFile(join(dir, 'config.json'), JSON.stringify(config));
 
-      const model = await loadQwen3(dir, { maxContext: 16 });
+      const model = await loadQwen3(dir, { engine: 'cpu', maxContext: 16 });
       expect(model.engine).toBe('cpu');
       // The reference: the source's float tensors, with each projection the float dequantization `(q − z) · s`.
       const float = await loadWeights(src, tiny, { dtype: 'f32' });
@@ -209,6 +212,13 @@ describe('AWQ and GPTQ checkpoints through loadQwen3', () => {
       }
       expect(got).toEqual(want);
       model.dispose();
+      if (cudaAvailable()) {
+        // The layered engine keeps the codes and zero-point offsets on the GPU; in f32 it picks the same tokens.
+        const onGpu = await loadQwen3(dir, { engine: 'layered', dtype: 'f32', maxContext: 16 });
+        expect(onGpu.weightInfo?.format).toBe('int4');
+        expect((await onGpu.generate(prompt, { maxTokens: 4, temperature: 0 }).result).ids).toEqual(want);
+        onGpu.dispose();
+      }
       reference.dispose();
     });
   }

@@ -117,19 +117,36 @@ describe('quantizeLinear', () => {
 describe('loadQwen3 weights option', () => {
   it('quantizes at load on the cpu engine and generates', async () => {
     for (const weights of ['int8', 'int4'] as const) {
-      const model = await loadQwen3('tiny', { weights, maxContext: 32 });
+      const model = await loadQwen3('tiny', { weights, engine: 'cpu', maxContext: 32 });
       expect(model.engine).toBe('cpu');
+      // The bytes held: per [out, in] projection, int8 codes and an f32 scale per row; int4 codes two per byte and
+      // an f32 scale per row and group of 128.
+      const { hiddenSize: h, numHeads, numKvHeads, headDim: d, intermediateSize: ffn, numLayers } = tiny;
+      const shapes = [
+        [numHeads * d, h],
+        [numKvHeads * d, h],
+        [numKvHeads * d, h],
+        [h, numHeads * d],
+        [ffn, h],
+        [ffn, h],
+        [h, ffn],
+      ] as const;
+      const bytes = shapes.reduce(
+        (sum, [out, n]) =>
+          sum + (weights === 'int8' ? out * n + 4 * out : (out * n) / 2 + (4 * out * n) / 128),
+        0,
+      );
+      expect(model.weightInfo).toMatchObject({ format: weights, projectionBytes: numLayers * bytes });
       const result = await model.generate('hello', { maxTokens: 4, temperature: 0 }).result;
       expect(result.ids.length).toBeGreaterThan(0);
       model.dispose();
     }
   });
 
-  it('refuses a GPU engine with quantized weights, and an unknown format', async () => {
-    await expect(loadQwen3('tiny', { weights: 'int4', engine: 'layered' })).rejects.toThrow(
-      /quantized weights run on the cpu engine in this version/,
+  it('refuses the megakernel with quantized weights (pointing to the layered engine), and an unknown format', async () => {
+    await expect(loadQwen3('tiny', { weights: 'int8', engine: 'megakernel' })).rejects.toThrow(
+      /engine "layered"/,
     );
-    await expect(loadQwen3('tiny', { weights: 'int8', engine: 'megakernel' })).rejects.toThrow(QkValueError);
     await expect(loadQwen3('tiny', { weights: 'int3' as never })).rejects.toThrow(QkValueError);
   });
 });

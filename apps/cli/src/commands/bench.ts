@@ -28,8 +28,9 @@ import {
   writeReports,
 } from '@qk/bench';
 import { cudaStatus } from '@qk/ops';
-import type { GenerateOptions } from '@qk/qwen3';
+import type { GenerateOptions, MegakernelEngineOptions } from '@qk/qwen3';
 import { intOption, type OptionValues, parse, UsageError } from '../args.js';
+import { megakernelFlag } from '../megakernel-flag.js';
 import {
   MODEL_HELP,
   MODEL_OPTIONS,
@@ -39,6 +40,7 @@ import {
   withInterrupt,
 } from '../model-options.js';
 import { benchModel } from './bench-model.js';
+import { BENCH_SERVE_HELP, benchServe } from './bench-serve.js';
 
 const E2E_SUITES = ['decode', 'prefill', 'patch'] as const;
 type E2eSuite = (typeof E2E_SUITES)[number];
@@ -58,10 +60,11 @@ ${OP_SUITES.map((s) => `  ${s.name.padEnd(12)}${s.title}`).join('\n')}
 
 End-to-end suites (loadQwen3 + generate, host overhead included; HF transformers on the same checkpoint when
 --model DIR is given):
-  decode      decode tok/s per position, per engine (default engines: layered and megakernel on a GPU), greedy
-              unless the sampling flags below are given
+  decode      decode tok/s per position, per engine (default engines: layered and megakernel on a GPU; layered
+              alone with --weights int8|int4), greedy unless the sampling flags below are given
   prefill     prompt latency per length
   patch       eager-style vs fused RMSNorm, SwiGLU and RoPE: prefill latency and decode tok/s per variant
+${BENCH_SERVE_HELP}
 
 Without a GPU the op suites run the plain-TypeScript references (float32) at small sizes and the end-to-end
 suites the cpu engine on the tiny preset; in \`all\` the GPU suites are then listed as skipped, with the reason.
@@ -94,7 +97,10 @@ Decode sampling (default: greedy, as the HF peers decode):
   --top-k K          (generation_config.json, else temperature 0.6, top-k 20, top-p 0.95) with the flags
   --top-p P          given in their place; any one of the four turns sampling on (--temperature 0: greedy).
   --seed N           The HF peers stay greedy. Decode only: prefill and patch stay greedy, and a run
-                     without the decode suite refuses them`;
+                     without the decode suite refuses them
+  --min-p, --presence-penalty, --frequency-penalty, --repetition-penalty, --logit-bias
+                     the sampling controls of qk generate (any one turns them on, over the model's sampling
+                     defaults or --temperature 0): decode then measures the steps that apply them`;
 
 const OPTIONS = {
   ...MODEL_OPTIONS,
@@ -113,6 +119,11 @@ const OPTIONS = {
   lengths: { type: 'string' },
   runs: { type: 'string' },
   'no-layered': { type: 'boolean' },
+  clients: { type: 'string' },
+  duration: { type: 'string' },
+  history: { type: 'string' },
+  port: { type: 'string' },
+  'leak-mib': { type: 'string' },
 } as const;
 
 type Values = OptionValues<typeof OPTIONS>;
@@ -145,7 +156,17 @@ function positiveInt(text: string | undefined, fallback: number, option: string)
   return v;
 }
 
-const SAMPLING_FLAGS = ['temperature', 'top-k', 'top-p', 'seed'] as const;
+const SAMPLING_FLAGS = [
+  'temperature',
+  'top-k',
+  'top-p',
+  'seed',
+  'min-p',
+  'presence-penalty',
+  'frequency-penalty',
+  'repetition-penalty',
+  'logit-bias',
+] as const;
 
 /**
  * The decode suite's sampling (undefined: greedy): the generation flags, checked before anything runs. Flags the
@@ -169,7 +190,7 @@ export function benchSampling(values: ModelValues, suites: readonly string[]): G
 
 /** Every suite name `qk bench` accepts. */
 export function suiteNames(): string[] {
-  return [...OP_SUITES_BY_NAME.keys(), ...E2E_SUITES];
+  return [...OP_SUITES_BY_NAME.keys(), ...E2E_SUITES, 'serve'];
 }
 
 export async function benchCommand(argv: string[]): Promise<number> {
@@ -185,6 +206,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
     console.log(`${'decode'.padEnd(12)}Decode tok/s per position per engine, beside HF transformers`);
     console.log(`${'prefill'.padEnd(12)}Prefill latency per prompt length, beside HF transformers`);
     console.log(`${'patch'.padEnd(12)}Eager-style vs fused modules end to end`);
+    console.log(`${'serve'.padEnd(12)}qk serve under concurrent clients, and prefix reuse (not in all)`);
     return 0;
   }
   if (positionals[0] === 'render') {
@@ -209,6 +231,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
   if (values.name !== undefined && names.length !== 1) throw new UsageError('--name needs exactly one suite');
   const hfPeers = hfPeerList(values['hf-peers']); // refused before anything runs
   const sampling = benchSampling(values, names);
+  const megakernel = megakernelFlag(values['megakernel-tuning']); // (parsed once for every model the suites open)
   const backend: BenchBackend = values.cpu ? 'cpu' : defaultBackend();
   const gpuReason = cudaStatus().reason ?? 'no usable CUDA device';
   if (backend === 'cpu' && !values.cpu) {
@@ -223,6 +246,9 @@ export async function benchCommand(argv: string[]): Promise<number> {
   }
   const ceiling = measureCeiling(backend);
   console.error(`copy ceiling ${ceiling.gbPerS.toFixed(0)} GB/s (${ceiling.kind})`);
+  // (a variant's numbers are not the default kernel's: the log says which it was)
+  if (values['megakernel-tuning'] !== undefined)
+    console.error(`megakernel options ${JSON.stringify(megakernel)}`);
   const reports: BenchReport[] = [];
   const log = (line: string) => console.error(`  ${line}`);
   for (const name of names) {
@@ -239,8 +265,20 @@ export async function benchCommand(argv: string[]): Promise<number> {
         ceiling,
       });
       if (values.name) report = { ...report, suite: values.name };
+    } else if (name === 'serve') {
+      report = await benchServe(values, backend, machine, log, values.name);
     } else {
-      report = await runE2e(name as E2eSuite, values, hfPeers, sampling, backend, machine, ceiling, log);
+      report = await runE2e(
+        name as E2eSuite,
+        values,
+        hfPeers,
+        sampling,
+        megakernel,
+        backend,
+        machine,
+        ceiling,
+        log,
+      );
     }
     // In a CPU run of `all`, the GPU suites are listed as skipped beside their CPU results.
     if (all && backend === 'cpu' && !values.cpu) {
@@ -273,6 +311,7 @@ async function runE2e(
   values: Values,
   hfPeers: HfDecodePeer[] | undefined,
   sampling: GenerateOptions | undefined,
+  megakernel: MegakernelEngineOptions,
   backend: BenchBackend,
   machine: ReturnType<typeof machineInfo>,
   ceiling: Ceiling,
@@ -303,6 +342,7 @@ async function runE2e(
             'max-context': modelValues['max-context'] ?? String(maxContext),
           },
           signal,
+          megakernel,
         ),
         suite === 'decode' ? sampling : undefined,
       );
@@ -353,8 +393,12 @@ async function runE2e(
   });
 }
 
-/** The engines an end-to-end suite measures. */
-function engineList(suite: E2eSuite, values: Values, cpu: boolean): (string | undefined)[] | undefined {
+/** The engines an end-to-end suite measures (undefined: the model's default). */
+export function engineList(
+  suite: E2eSuite,
+  values: Values,
+  cpu: boolean,
+): (string | undefined)[] | undefined {
   if (values.engines)
     return values.engines
       .split(',')
@@ -367,7 +411,9 @@ function engineList(suite: E2eSuite, values: Values, cpu: boolean): (string | un
       : [e];
   }
   if (cpu) return ['cpu'];
-  return suite === 'decode' ? ['layered', 'megakernel'] : ['layered'];
+  // The megakernel streams bf16 weights only: int8/int4 models are measured on the layered engine.
+  const quantized = values.weights === 'int8' || values.weights === 'int4';
+  return suite === 'decode' && !quantized ? ['layered', 'megakernel'] : ['layered'];
 }
 
 /** Writes the requested outputs; `--report DIR` keeps the reports of other names already there. */

@@ -1,5 +1,5 @@
 import { type Generation, QkAbortError } from '@qk/qwen3';
-import { parse, UsageError } from '../args.js';
+import { intOption, parse, UsageError } from '../args.js';
 import {
   formatStats,
   MODEL_OPTIONS,
@@ -21,6 +21,9 @@ token, decode tokens/s). Ctrl-C stops the generation (exit 130).
 Options:
   --chat             wrap PROMPT in the chat template as a user message (the reply is the assistant's)
   --json             print one JSON object at the end instead: text, ids, stats, engine, model
+  --logprobs         with --json: also each token's log-probability under the model's own distribution
+                     ("logprobs": [{ id, logprob, topLogprobs }], one per id)
+  --top-logprobs N   with --json: also the N (0–20) most likely tokens at each step (implies --logprobs)
   -h, --help         this help
 
 ${MODEL_OPTIONS_HELP}`;
@@ -38,7 +41,13 @@ async function readStdin(): Promise<string> {
 export async function generateCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parse(
     argv,
-    { ...MODEL_OPTIONS, chat: { type: 'boolean' }, json: { type: 'boolean' } } as const,
+    {
+      ...MODEL_OPTIONS,
+      chat: { type: 'boolean' },
+      json: { type: 'boolean' },
+      logprobs: { type: 'boolean' },
+      'top-logprobs': { type: 'string' },
+    } as const,
     true,
   );
   if (values.help) {
@@ -57,7 +66,18 @@ export async function generateCommand(argv: string[]): Promise<number> {
     throw new UsageError(
       '--parse-special only applies with --chat (a plain prompt always reads special tokens)',
     );
-  const options = samplingOptions(values);
+  const topLogprobs = intOption(values['top-logprobs'], 'top-logprobs');
+  if (topLogprobs !== undefined && topLogprobs > 20)
+    throw new UsageError('--top-logprobs must be at most 20');
+  const wantsLogprobs = values.logprobs === true || topLogprobs !== undefined;
+  if (wantsLogprobs && !values.json) {
+    throw new UsageError('--logprobs and --top-logprobs need --json (the JSON report carries them)');
+  }
+  const options = {
+    ...samplingOptions(values),
+    ...(wantsLogprobs ? { logprobs: true } : {}),
+    ...(topLogprobs === undefined ? {} : { topLogprobs }),
+  };
   const prompt = positionals[0] === '-' ? await readStdin() : positionals[0]!;
   return withInterrupt(async (signal) => {
     const model = await openModel(values, signal);
@@ -73,13 +93,14 @@ export async function generateCommand(argv: string[]): Promise<number> {
       if (!values.json) for await (const chunk of generation) process.stdout.write(chunk);
       const result = await generation.result;
       if (values.json) {
-        const { text, ids, stats } = result;
+        const { text, ids, stats, logprobs } = result;
         const report = {
           model: model.source,
           engine: model.engine,
           randomWeights: model.randomWeights,
           text,
           ids,
+          ...(logprobs === undefined ? {} : { logprobs }),
           stats,
         };
         process.stdout.write(`${JSON.stringify(report)}\n`);

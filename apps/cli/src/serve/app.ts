@@ -4,22 +4,25 @@
  * that goes away aborts its generation, queued or running.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import { QkError, QkIndexError, QkValueError } from '@qk/ops';
+import { QkError } from '@qk/ops';
 import {
   type ChatMessage,
-  type FinishReason,
+  type ChatTemplateOptions,
   type GenerateOptions,
   type Generation,
-  type GenerationStats,
+  parseToolCalls,
+  promptOpensThinking,
   QkAbortError,
-  QkBusyError,
-  QkContextError,
   type Qwen3Model,
+  type SplitText,
+  ThinkingSplitter,
 } from '@qk/qwen3';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { ApiError, invalidParam } from './errors.js';
+import { chatLogprobsOf, completionLogprobsOf, openAiToolCalls } from './extras.js';
 import { originGuard } from './origin.js';
+import { asApiError, FINISH, type Job, logLine, usageOf } from './outcome.js';
 import {
   type ChatRequest,
   type CompletionRequest,
@@ -28,7 +31,7 @@ import {
   parseJsonBody,
   type SamplingRequest,
 } from './request.js';
-import { type SplitText, ThinkingSplitter } from './thinking.js';
+import { streamResponse } from './stream.js';
 
 /** Options of {@link createServeApp}. */
 export interface ServeAppOptions {
@@ -60,24 +63,6 @@ export interface ServeAppOptions {
   readonly extraRoutes?: (app: Hono) => void;
 }
 
-/** `usage` as OpenAI writes it. */
-function usageOf(stats: GenerationStats, completionTokens: number) {
-  return {
-    prompt_tokens: stats.promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: stats.promptTokens + completionTokens,
-    prompt_tokens_details: { cached_tokens: stats.cachedPromptTokens ?? 0 },
-  };
-}
-
-const FINISH: Record<FinishReason, 'stop' | 'length'> = {
-  stop: 'stop',
-  'stop-string': 'stop',
-  length: 'length',
-  context: 'length',
-  cancelled: 'stop',
-};
-
 function sameSecret(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
@@ -87,45 +72,22 @@ function sameSecret(given: string, expected: string): boolean {
 
 /** Whether the tokenizer can keep message text from turning into control tokens (the Hugging Face one can). */
 interface ChatEncoder {
-  encodeChat(messages: readonly ChatMessage[], options: { enableThinking: boolean }): number[];
+  encodeChat(messages: readonly ChatMessage[], options: ChatTemplateOptions): number[];
 }
 
-function chatPromptIds(
+/** A chat request's prompt ids as the server renders them (`qk bench serve` holds usage counts to them). */
+export function chatPromptIds(
   model: Qwen3Model,
   messages: readonly ChatMessage[],
   enableThinking: boolean,
+  tools: ChatRequest['tools'],
 ): number[] {
   const tokenizer = model.tokenizer as Qwen3Model['tokenizer'] & Partial<ChatEncoder>;
-  const options = { addGenerationPrompt: true, enableThinking };
+  const shown = tools !== undefined && tools.toolChoice !== 'none' ? { tools: tools.tools } : {};
+  const options = { addGenerationPrompt: true, enableThinking, ...shown };
   return typeof tokenizer.encodeChat === 'function'
     ? tokenizer.encodeChat(messages, options)
     : tokenizer.encode(tokenizer.applyChatTemplate(messages, options));
-}
-
-/** What a finished or failed generation reports to the log. */
-function logLine(route: string, status: number, stats: GenerationStats | undefined, note = ''): string {
-  if (stats === undefined) return `${route} ${status}${note}`;
-  return `${route} ${status} · prompt ${stats.promptTokens} (cached ${stats.cachedPromptTokens ?? 0}) · ${stats.generatedTokens} tokens · TTFT ${stats.timeToFirstTokenMs.toFixed(0)} ms · ${stats.decodeTokensPerSecond.toFixed(1)} tok/s · ${stats.finishReason}${note}`;
-}
-
-/** Turns a library error thrown before a generation starts into the response a client should see. */
-function asApiError(e: unknown): ApiError {
-  if (e instanceof ApiError) return e;
-  if (e instanceof QkContextError)
-    return new ApiError(400, e.message, 'invalid_request_error', 'messages', 'context_length_exceeded');
-  if (e instanceof QkValueError || e instanceof QkIndexError) return new ApiError(400, e.message);
-  if (e instanceof QkBusyError)
-    return new ApiError(503, e.message, 'server_error', null, 'model_unavailable');
-  return new ApiError(500, e instanceof Error ? e.message : String(e), 'server_error');
-}
-
-/** One generation of a request, bound to its client: the client leaving aborts it. */
-interface Job {
-  readonly id: string;
-  readonly created: number;
-  readonly generation: Generation;
-  readonly thinking: 'maybe' | 'open' | 'off';
-  readonly abort: AbortController;
 }
 
 /** Builds the app; serve it with `@hono/node-server` (see server.ts). */
@@ -227,6 +189,8 @@ export function createServeApp(options: ServeAppOptions): Hono {
     promptIds: readonly number[],
     thinking: Job['thinking'],
     signal: AbortSignal,
+    launch: (options: GenerateOptions) => Generation,
+    tools?: ChatRequest['tools'],
   ): Job {
     if (request.model !== modelId) throw unknownModel(request.model);
     const limitTokens = Math.min(options.maxPromptTokens, model.maxContext - 1);
@@ -253,7 +217,7 @@ export function createServeApp(options: ServeAppOptions): Hono {
     else signal.addEventListener('abort', onGone, { once: true });
     let generation: Generation;
     try {
-      generation = model.generate(promptIds, {
+      generation = launch({
         ...options.defaults,
         ...request.options,
         maxTokens: request.maxTokens ?? options.defaults.maxTokens,
@@ -275,6 +239,7 @@ export function createServeApp(options: ServeAppOptions): Hono {
       generation,
       thinking,
       abort,
+      ...(tools === undefined || tools.toolChoice === 'none' ? {} : { tools }),
     };
   }
 
@@ -283,28 +248,43 @@ export function createServeApp(options: ServeAppOptions): Hono {
   }
 
   app.post('/v1/chat/completions', limit, async (c) => {
-    const request: ChatRequest = parseChatRequest(await readBody(() => c.req.text()), options.maxTokensLimit);
+    const request: ChatRequest = parseChatRequest(
+      await readBody(() => c.req.text()),
+      options.maxTokensLimit,
+      model.config.vocabSize,
+    );
     const enableThinking = request.enableThinking ?? options.defaults.enableThinking;
     let promptIds: number[];
     try {
-      promptIds = chatPromptIds(model, request.messages, enableThinking);
+      promptIds = chatPromptIds(model, request.messages, enableThinking, request.tools);
     } catch (e) {
       if (e instanceof QkError) throw invalidParam('messages', e.message);
       throw e;
     }
     // A template whose generation prompt already opens the block (Qwen3-2507 thinking) starts inside it.
-    const opens = enableThinking && model.tokenizer.decode(promptIds.slice(-4)).trimEnd().endsWith('<think>');
+    const opens = enableThinking && promptOpensThinking((ids) => model.tokenizer.decode(ids), promptIds);
     const job = start(
       request,
       promptIds,
       enableThinking ? (opens ? 'open' : 'maybe') : 'off',
       c.req.raw.signal,
+      (generateOptions) =>
+        model.chat(request.messages, {
+          ...generateOptions,
+          enableThinking,
+          ...(request.tools ?? {}),
+          ...(request.schema === undefined ? {} : { schema: request.schema }),
+        }),
+      request.tools,
     );
     const route = 'POST /v1/chat/completions';
-    if (request.stream) return streamResponse(job, request, 'chat', route);
+    if (request.stream) return streamResponse({ model, modelId, log }, job, request, 'chat', route);
     const splitter = new ThinkingSplitter(job.thinking);
     const result = await settle(job, route);
     const parts = joinSplit(splitter.push(result.text), splitter.end());
+    const calls = job.tools === undefined ? undefined : parseToolCalls(parts.content, job.tools.tools);
+    const content = calls === undefined ? parts.content : calls.content;
+    const toolCalls = calls === undefined || calls.toolCalls.length === 0 ? undefined : calls.toolCalls;
     return c.json({
       id: `chatcmpl-${job.id}`,
       object: 'chat.completion',
@@ -315,11 +295,19 @@ export function createServeApp(options: ServeAppOptions): Hono {
           index: 0,
           message: {
             role: 'assistant',
-            content: parts.content,
+            content: toolCalls !== undefined && content.length === 0 ? null : content,
             ...(job.thinking === 'off' ? {} : { reasoning_content: parts.reasoning }),
+            ...(toolCalls === undefined ? {} : { tool_calls: openAiToolCalls(toolCalls) }),
           },
-          logprobs: null,
-          finish_reason: FINISH[result.stats.finishReason],
+          logprobs:
+            result.logprobs === undefined
+              ? null
+              : chatLogprobsOf(result.logprobs, (ids) => model.tokenizer.decode(ids)),
+          // A reply the token limit cut says so, calls or not.
+          finish_reason:
+            toolCalls !== undefined && result.stats.finishReason === 'stop'
+              ? 'tool_calls'
+              : FINISH[result.stats.finishReason],
         },
       ],
       usage: usageOf(result.stats, result.stats.generatedTokens),
@@ -330,6 +318,7 @@ export function createServeApp(options: ServeAppOptions): Hono {
     const request: CompletionRequest = parseCompletionRequest(
       await readBody(() => c.req.text()),
       options.maxTokensLimit,
+      model.config.vocabSize,
     );
     const { prompt } = request;
     if (Array.isArray(prompt)) {
@@ -341,9 +330,12 @@ export function createServeApp(options: ServeAppOptions): Hono {
         );
     }
     const promptIds = typeof prompt === 'string' ? model.tokenizer.encode(prompt) : prompt;
-    const job = start(request, promptIds, 'off', c.req.raw.signal);
+    const schema = request.schema === undefined ? {} : { schema: request.schema };
+    const job = start(request, promptIds, 'off', c.req.raw.signal, (generateOptions) =>
+      model.generate(promptIds, { ...generateOptions, ...schema }),
+    );
     const route = 'POST /v1/completions';
-    if (request.stream) return streamResponse(job, request, 'completion', route);
+    if (request.stream) return streamResponse({ model, modelId, log }, job, request, 'completion', route);
     const result = await settle(job, route);
     return c.json({
       id: `cmpl-${job.id}`,
@@ -351,7 +343,15 @@ export function createServeApp(options: ServeAppOptions): Hono {
       created: job.created,
       model: modelId,
       choices: [
-        { index: 0, text: result.text, logprobs: null, finish_reason: FINISH[result.stats.finishReason] },
+        {
+          index: 0,
+          text: result.text,
+          logprobs:
+            result.logprobs === undefined
+              ? null
+              : completionLogprobsOf(result.logprobs, (ids) => model.tokenizer.decode(ids)),
+          finish_reason: FINISH[result.stats.finishReason],
+        },
       ],
       usage: usageOf(result.stats, result.stats.generatedTokens),
     });
@@ -371,96 +371,6 @@ export function createServeApp(options: ServeAppOptions): Hono {
       }
       throw asApiError(e);
     }
-  }
-
-  /** The SSE response of a streaming request: one `data:` event per chunk, then `[DONE]`. */
-  function streamResponse(
-    job: Job,
-    request: SamplingRequest,
-    kind: 'chat' | 'completion',
-    route: string,
-  ): Response {
-    const encoder = new TextEncoder();
-    const id = kind === 'chat' ? `chatcmpl-${job.id}` : `cmpl-${job.id}`;
-    const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
-    const envelope = (choices: unknown[], extra: Record<string, unknown> = {}) => ({
-      id,
-      object,
-      created: job.created,
-      model: modelId,
-      choices,
-      ...(request.includeUsage ? { usage: null } : {}),
-      ...extra,
-    });
-    const choice = (delta: SplitText | undefined, finish: string | null, text = '') =>
-      kind === 'chat'
-        ? {
-            index: 0,
-            delta:
-              delta === undefined
-                ? {}
-                : {
-                    ...(delta.content.length > 0 || job.thinking === 'off' ? { content: delta.content } : {}),
-                    ...(delta.reasoning.length > 0 ? { reasoning_content: delta.reasoning } : {}),
-                  },
-            logprobs: null,
-            finish_reason: finish,
-          }
-        : { index: 0, text, logprobs: null, finish_reason: finish };
-    const body = new ReadableStream<Uint8Array>({
-      async start(controller) {
-        const send = (event: unknown) => {
-          const data = typeof event === 'string' ? event : JSON.stringify(event);
-          if (!job.abort.signal.aborted) controller.enqueue(encoder.encode(`data: ${data}\n\n`));
-        };
-        const splitter = new ThinkingSplitter(job.thinking);
-        const sendText = (piece: SplitText) => {
-          if (piece.content.length === 0 && piece.reasoning.length === 0) return;
-          send(envelope([choice(piece, null, piece.content)]));
-        };
-        if (kind === 'chat')
-          send(
-            envelope([
-              { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
-            ]),
-          );
-        try {
-          for await (const chunk of job.generation) sendText(splitter.push(chunk));
-          sendText(splitter.end());
-          const { stats } = await job.generation.result;
-          const usage = usageOf(stats, stats.generatedTokens);
-          const last = envelope([choice(undefined, FINISH[stats.finishReason])]);
-          // Usage rides on the final chunk always; OpenAI's own extra chunk follows when asked for.
-          send({ ...last, usage: request.includeUsage ? null : usage });
-          if (request.includeUsage) send(envelope([], { usage }));
-          send('[DONE]');
-          log?.(logLine(route, 200, stats, ' · streamed'));
-        } catch (e) {
-          if (e instanceof QkAbortError)
-            log?.(logLine(route, 499, undefined, ' · client disconnected, generation cancelled'));
-          else {
-            const error = asApiError(e);
-            log?.(logLine(route, error.status, undefined, `: ${error.message}`));
-            send(error.body);
-          }
-        }
-        try {
-          controller.close();
-        } catch {
-          // Already cancelled by the client.
-        }
-      },
-      cancel() {
-        job.abort.abort(new Error('the client disconnected'));
-      },
-    });
-    return new Response(body, {
-      headers: {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache',
-        'x-accel-buffering': 'no',
-      },
-    });
   }
 
   return app;

@@ -2,8 +2,16 @@
  * Reads an OpenAI request body into qk's options: every field checked, each mistake a 400 that names the field,
  * so a client sees what to fix instead of a generation with a silently ignored setting.
  */
-import type { ChatMessage, GenerateOptions } from '@qk/qwen3';
+import type { ChatMessage, GenerateOptions, JsonSchema, ToolChoice, ToolDefinition } from '@qk/qwen3';
 import { ApiError, invalidParam } from './errors.js';
+import {
+  chatLogprobs,
+  completionLogprobs,
+  historyToolCalls,
+  responseFormat,
+  samplingControls,
+  toolsOf,
+} from './extras.js';
 
 /** What both endpoints take. */
 export interface SamplingRequest {
@@ -21,11 +29,17 @@ export interface ChatRequest extends SamplingRequest {
   readonly messages: ChatMessage[];
   /** `enable_thinking` or `chat_template_kwargs.enable_thinking`; absent: the server's default. */
   readonly enableThinking: boolean | undefined;
+  /** `tools` and `tool_choice`; absent: no tools. */
+  readonly tools: { readonly tools: ToolDefinition[]; readonly toolChoice: ToolChoice } | undefined;
+  /** `response_format`'s schema (`json_object`: any object); absent: free text. */
+  readonly schema: JsonSchema | undefined;
 }
 
 export interface CompletionRequest extends SamplingRequest {
   /** Text, or token ids. */
   readonly prompt: string | number[];
+  /** `response_format`'s schema (an extension here, as in vLLM); absent: free text. */
+  readonly schema: JsonSchema | undefined;
 }
 
 type Body = Record<string, unknown>;
@@ -80,7 +94,7 @@ function stopStrings(body: Body): string[] | undefined {
   return list as string[];
 }
 
-function samplingRequest(body: Body, maxTokensLimit: number): SamplingRequest {
+function samplingRequest(body: Body, maxTokensLimit: number, vocabSize: number): SamplingRequest {
   if (typeof body.model !== 'string' || body.model.length === 0)
     throw invalidParam(
       'model',
@@ -126,6 +140,7 @@ function samplingRequest(body: Body, maxTokensLimit: number): SamplingRequest {
     // Any integer is a seed to OpenAI; qk's are non-negative, so fold negatives onto them.
     seed: seed === undefined ? undefined : Math.abs(seed),
     stop,
+    ...samplingControls(body, vocabSize),
   };
   return {
     model: body.model,
@@ -138,25 +153,6 @@ function samplingRequest(body: Body, maxTokensLimit: number): SamplingRequest {
   };
 }
 
-/** The text of a message's `content`: a string, or an array of text parts (`{ type: 'text', text }`). */
-function messageText(content: unknown, index: number): string {
-  const param = `messages[${index}].content`;
-  if (typeof content === 'string') return content;
-  if (content === null || content === undefined) return '';
-  if (Array.isArray(content)) {
-    return content
-      .map((part, i) => {
-        if (isObject(part) && part.type === 'text' && typeof part.text === 'string') return part.text;
-        throw invalidParam(
-          `${param}[${i}]`,
-          `'${param}[${i}]' must be a text part ({ "type": "text", "text": "…" }); qk's Qwen3 reads text only.`,
-        );
-      })
-      .join('');
-  }
-  throw invalidParam(param, `'${param}' must be a string or an array of text parts.`);
-}
-
 const ROLES: Record<string, ChatMessage['role']> = {
   system: 'system',
   developer: 'system',
@@ -165,9 +161,14 @@ const ROLES: Record<string, ChatMessage['role']> = {
   tool: 'tool',
 };
 
-/** The body of `POST /v1/chat/completions`. */
-export function parseChatRequest(body: Body, maxTokensLimit: number): ChatRequest {
-  const sampling = samplingRequest(body, maxTokensLimit);
+/** The body of `POST /v1/chat/completions`; `vocabSize` bounds `logit_bias` keys. */
+export function parseChatRequest(
+  body: Body,
+  maxTokensLimit: number,
+  vocabSize = Number.MAX_SAFE_INTEGER,
+): ChatRequest {
+  const base = samplingRequest(body, maxTokensLimit, vocabSize);
+  const sampling = { ...base, options: { ...base.options, ...chatLogprobs(body) } };
   const messages = body.messages;
   if (!Array.isArray(messages) || messages.length === 0)
     throw invalidParam(
@@ -184,7 +185,17 @@ export function parseChatRequest(body: Body, maxTokensLimit: number): ChatReques
         `messages[${i}].role`,
         `'messages[${i}].role' must be system, developer, user, assistant or tool.`,
       );
-    return { role, content: messageText(m.content, i) };
+    const toolCalls = role === 'assistant' ? historyToolCalls(m.tool_calls, i) : undefined;
+    const reasoning =
+      typeof m.reasoning_content === 'string' && role === 'assistant' ? m.reasoning_content : undefined;
+    return {
+      role,
+      // Strings, text parts or null: the library checks them and names the part at fault.
+      content: (m.content ?? null) as ChatMessage['content'],
+      ...(toolCalls === undefined ? {} : { toolCalls }),
+      ...(reasoning === undefined ? {} : { reasoning }),
+      ...(role === 'tool' && typeof m.tool_call_id === 'string' ? { toolCallId: m.tool_call_id } : {}),
+    };
   });
   const kwargs = body.chat_template_kwargs;
   if (kwargs !== undefined && kwargs !== null && !isObject(kwargs))
@@ -194,13 +205,25 @@ export function parseChatRequest(body: Body, maxTokensLimit: number): ChatReques
     (isObject(kwargs)
       ? optionalBoolean(kwargs, 'enable_thinking', 'chat_template_kwargs.enable_thinking')
       : undefined);
-  return { ...sampling, messages: parsed, enableThinking };
+  const tools = toolsOf(body);
+  const schema = responseFormat(body);
+  if (schema !== undefined && tools !== undefined && tools.toolChoice !== 'none')
+    throw invalidParam(
+      'response_format',
+      "'response_format' cannot be combined with 'tools' (the reply is either tool calls or the formatted text); set 'tool_choice' to \"none\" or drop one.",
+    );
+  return { ...sampling, messages: parsed, enableThinking, tools, schema };
 }
 
 /** The body of `POST /v1/completions`. */
-export function parseCompletionRequest(body: Body, maxTokensLimit: number): CompletionRequest {
-  const sampling = samplingRequest(body, maxTokensLimit);
-  for (const name of ['suffix', 'best_of', 'logprobs'] as const) {
+export function parseCompletionRequest(
+  body: Body,
+  maxTokensLimit: number,
+  vocabSize = Number.MAX_SAFE_INTEGER,
+): CompletionRequest {
+  const base = samplingRequest(body, maxTokensLimit, vocabSize);
+  const sampling = { ...base, options: { ...base.options, ...completionLogprobs(body) } };
+  for (const name of ['suffix', 'best_of'] as const) {
     const value = body[name];
     if (value !== undefined && value !== null && !(name === 'best_of' && value === 1))
       throw invalidParam(name, `'${name}' is not supported by qk.`, 'unsupported_parameter');
@@ -216,5 +239,5 @@ export function parseCompletionRequest(body: Body, maxTokensLimit: number): Comp
       'prompt',
       "'prompt' must be a non-empty string (or one string in an array, or an array of token ids).",
     );
-  return { ...sampling, prompt: prompt as string | number[] };
+  return { ...sampling, prompt: prompt as string | number[], schema: responseFormat(body) };
 }

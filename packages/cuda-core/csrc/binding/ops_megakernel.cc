@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -14,14 +13,18 @@
 #include "../kernels/sampling.h"
 #include "../megakernel/qwen3_decode.h"
 #include "args.h"
+#include "megakernel_tuning.h"
 #include "registry.h"
 
 namespace qk::binding {
 namespace {
 
-/** Weight copies in flight per block by default. */
-constexpr int64_t kDefaultInflight = 1;
+// The defaults of the tuning fields that are not the plan's (MegakernelTuning of @qk/ops says why each is what it is).
+constexpr int64_t kDefaultInflight = 1;    // weight copies in flight per block
 constexpr int64_t kDefaultLmInflight = 2;  // the LM head's, on models that take fixed shares (see lm_inflight below)
+constexpr int64_t kDefaultStagedFrom = 57;  // keys: past what one pass of a chunk attends
+constexpr int64_t kDefaultStagedHf = 1;     // HF's roundings
+constexpr int64_t kDefaultTimeoutMs = 2000;
 
 /** Words of the host-mapped buffer: the error word, then one token word per step of a launch. */
 constexpr size_t kHostWords = 1 + kMegakernelMaxSteps;
@@ -36,11 +39,11 @@ struct Instance {
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
-  // The staged attention (QK_MEGAKERNEL_STAGED_FROM / _UNTIL, read on creation): steps of staged_from…staged_until
+  // The staged attention (tuning stagedFrom / stagedUntil, read on creation): steps of staged_from…staged_until
   // keys (rounded up to 16) use it (MegakernelArgs::staged_from, staged_keys); staged_until 0: none.
   int staged_from = 0;
   int staged_until = 0;
-  bool staged_ring = false;  // QK_MEGAKERNEL_STAGED_RING=1: the staged rows always take the whole ring's place
+  bool staged_ring = false;  // tuning stagedRing: the staged rows always take the whole ring's place
 };
 
 void release(Instance& inst) {
@@ -81,21 +84,13 @@ MegakernelDims read_dims(const Args& a, size_t first) {
   return d;
 }
 
-/** A non-negative integer from the environment (a development knob), or `fallback` when unset or malformed. */
-int64_t env_count(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  const long long n = std::strtoll(v, &end, 10);
-  return *end == '\0' && n >= 0 ? n : fallback;
-}
-
-/** The plan for `d`, or nullptr with `why` when the kernel does not serve these sizes on this device. */
-bool plan_for(const Args& a, const MegakernelDims& d, MegakernelPlan* plan, std::string* why) {
+/** The plan for `d` and `tuning`, or false with `why` when the kernel does not serve these sizes on this device. */
+bool plan_for(const Args& a, const MegakernelDims& d, const MegakernelTuning& tuning, MegakernelPlan* plan,
+              std::string* why) {
   Context::get();
   const char* reason = nullptr;
-  // QK_MEGAKERNEL_SLOT_KB: the weight ring's slot size to aim for (a tuning knob; 0 or unset = default).
-  const size_t slot_bytes = static_cast<size_t>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SLOT_KB", 0), 227)) * 1024;
+  // tuning slotKb: the weight ring's slot size to aim for (absent or 0: the plan's).
+  const size_t slot_bytes = static_cast<size_t>(tuning.slot_kb.value_or(0)) * 1024;
   const cudaError_t r = megakernel_plan(d, plan, &reason, slot_bytes);
   if (r == cudaErrorNotSupported || r == cudaErrorInvalidConfiguration) {
     *why = reason != nullptr ? reason : cudaGetErrorString(r);
@@ -105,16 +100,18 @@ bool plan_for(const Args& a, const MegakernelDims& d, MegakernelPlan* plan, std:
   return true;
 }
 
-// megakernelPlan(hidden, qHeads, kvHeads, ffn, layers, vocab) →
+// megakernelPlan(hidden, qHeads, kvHeads, ffn, layers, vocab, tuning = {}) →
 //   { supported: true, grid, threads, sharedBytes, workspaceBytes, maxChunks } | { supported: false, reason }
+// (Of the tuning, only slotKb changes the plan; the whole object is checked, as megakernelCreate checks it.)
 Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
-  return guard(info, "megakernelPlan", [](const Args& a) -> Napi::Value {
+  return guard(info, "megakernelPlan", [&info](const Args& a) -> Napi::Value {
     a.expect_count(6);
     const MegakernelDims d = read_dims(a, 0);
+    const MegakernelTuning tuning = read_megakernel_tuning(a, info[6]);
     MegakernelPlan plan{};
     std::string why;
     Napi::Object o = Napi::Object::New(a.env());
-    if (!plan_for(a, d, &plan, &why)) {
+    if (!plan_for(a, d, tuning, &plan, &why)) {
       o.Set("supported", false);
       o.Set("reason", why);
       return o;
@@ -141,76 +138,77 @@ constexpr int kLayerPointers = 10;
 
 // megakernelCreate(dtype, hidden, qHeads, kvHeads, ffn, layers, vocab, vocabLimit, maxContext, eps,
 //                  layerPointers: BigUint64Array[layers·10], embed, finalNorm, lmHead, invFreq, state, result, logits,
-//                  workspace, timeoutMs, trace = 0n) → handle
-// `trace` (optional): u64 [grid][megakernel_trace_events(layers)] that each step fills with globaltimer stamps.
+//                  workspace, trace, tuning = {}) → handle
+// `trace` (0n: none): u64 [grid][megakernel_trace_events(layers)] that each step fills with globaltimer stamps.
+// `tuning`: the knobs (megakernel_tuning.h), read here once; each absent field keeps the default set below.
 // Layer pointers per layer, in order: inputNorm, qkv, qNorm, kNorm, o, postNorm, gateUp, down, kCache, vCache.
 Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelCreate", [&info](const Args& a) -> Napi::Value {
     a.expect_count(20);
     const DType dtype = a.float_dtype(0, "dtype");
     if (dtype != DType::BF16) a.fail("dtype", std::string("must be bf16 (the megakernel's weights), got ") + dtype_name(dtype));
+    const MegakernelTuning tuning = read_megakernel_tuning(a, info[20]);
     Instance inst{};
     MegakernelArgs& r = inst.args;
     r.dims = read_dims(a, 1);
     const MegakernelDims& d = r.dims;
     std::string why;
-    if (!plan_for(a, d, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
+    if (!plan_for(a, d, tuning, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
     r.slots = inst.plan.slots;
     r.slot_bytes = static_cast<int64_t>(inst.plan.slot_bytes);
     // Weight copies in flight per block, at most: 1 (a second copy in flight measured 25-70 µs per token slower: more
-    // bytes in flight slow every hop; DESIGN.md, "The weight stream"). QK_MEGAKERNEL_INFLIGHT overrides it, a tuning
-    // knob (0 = as many as the ring has free slots).
-    r.inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_INFLIGHT", kDefaultInflight), 1024));
+    // bytes in flight slow every hop; DESIGN.md, "The weight stream"). tuning inflight overrides it (0 = as many as the
+    // ring has free slots).
+    r.inflight = static_cast<int>(tuning.inflight.value_or(kDefaultInflight));
     // The LM head's bound: no hop waits behind its stream, so on the models that take fixed shares (narrow ring slots:
     // Qwen3-0.6B, 1.7B) two of its copies may overlap; on those that claim tiles (4B, 8B: slots of 40-48 KB) two
     // copies are too many bytes in flight. The layers' bound where that is larger (or unbounded).
-    // QK_MEGAKERNEL_LM_INFLIGHT overrides it. (On an H100, two copies gain 8-10 µs per token at 0.6B positions
-    // 512-1024 and 17-26 µs at 1.7B, change nothing at 4B, and lose 20 µs at 8B position 1.)
+    // tuning lmInflight overrides it. (On an H100, two copies gain 8-10 µs per token at 0.6B positions 512-1024 and
+    // 17-26 µs at 1.7B, change nothing at 4B, and lose 20 µs at 8B position 1.)
     const int64_t lm_own = inst.plan.claim ? 1 : kDefaultLmInflight;
     const int64_t lm_default = r.inflight == 0 ? 0 : std::max<int64_t>(r.inflight, lm_own);
-    r.lm_inflight = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_LM_INFLIGHT", lm_default), 1024));
-    // Claimed tiles or fixed shares: the plan's choice by model size; QK_MEGAKERNEL_CLAIM=0/1 overrides it (a knob).
-    r.claim = env_count("QK_MEGAKERNEL_CLAIM", inst.plan.claim ? 1 : 0) != 0 ? 1 : 0;
-    // Attention items up to which the attending blocks take no QKV or O rows: the plan's; QK_MEGAKERNEL_SKIP_ITEMS
-    // overrides it (a knob; 0 = they always take rows).
-    r.skip_items = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_SKIP_ITEMS", inst.plan.skip_items), 4096));
+    r.lm_inflight = static_cast<int>(tuning.lm_inflight.value_or(lm_default));
+    // Claimed tiles or fixed shares: the plan's choice by model size; tuning claimTiles overrides it.
+    r.claim = tuning.claim_tiles.value_or(inst.plan.claim) ? 1 : 0;
+    // Attention items up to which the attending blocks take no QKV or O rows: the plan's; tuning skipItems overrides it
+    // (0 = they always take rows).
+    r.skip_items = static_cast<int>(tuning.skip_items.value_or(inst.plan.skip_items));
     // Weight copies L2 evict_first, so that the KV cache stays in L2 while it fits (15-20 µs per token at 0.6B
-    // position 1); QK_MEGAKERNEL_L2_STREAM=0 turns it off (a knob).
-    r.l2_stream = env_count("QK_MEGAKERNEL_L2_STREAM", 1) != 0 ? 1 : 0;
-    // Knobs: QK_MEGAKERNEL_KV_STAGE=0 reads a short second attention pass from the cache instead of staging it;
-    // QK_MEGAKERNEL_CHUNK_KEYS sets the keys per attention chunk to aim for (default: one pass; 84 measured 10-15 µs
-    // per token slower at positions 128-767).
-    r.kv_stage = env_count("QK_MEGAKERNEL_KV_STAGE", 1) != 0 ? 1 : 0;
-    r.chunk_keys = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_CHUNK_KEYS", 0), 1 << 20));
-    // Knobs: QK_MEGAKERNEL_QKV_QUADS=0 deals QKV rows to the warps by pairs instead of two pairs at a time;
-    // QK_MEGAKERNEL_KV_PREFETCH=1 prefetches the attention's cached rows to L2 at each layer's start (the old default,
-    // 4-10 µs per token slower at positions 512-1024).
-    r.qkv_quads = inst.plan.qkv_quads && env_count("QK_MEGAKERNEL_QKV_QUADS", 1) != 0 ? 1 : 0;
-    r.kv_prefetch = env_count("QK_MEGAKERNEL_KV_PREFETCH", 0) != 0 ? 1 : 0;
-    // Every merge of a head's chunks by chunk 0's block; QK_MEGAKERNEL_O_MERGE=N (a knob, up to the plan's 3 in query
-    // groups of 2) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token
-    // slower at 2-3 chunks, their larger gather costing more than the hop it saves.
-    r.o_merge = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_O_MERGE", 0), inst.plan.o_merge));
-    // QK_MEGAKERNEL_PATH_KERNELS=0: every launch runs the kernel with both attention paths (a knob; 1, the default:
-    // launches whose steps all take the staged attention run a kernel without the attention by chunks, 5-8 µs per
-    // token faster at positions 128-383).
-    r.path_kernels = env_count("QK_MEGAKERNEL_PATH_KERNELS", 1) != 0 ? 1 : 0;
+    // position 1); tuning l2Stream false turns it off.
+    r.l2_stream = tuning.l2_stream.value_or(true) ? 1 : 0;
+    // tuning kvStage false reads a short second attention pass from the cache instead of staging it; chunkKeys sets the
+    // keys per attention chunk to aim for (default 0: one pass; 84 measured 10-15 µs per token slower at positions
+    // 128-767).
+    r.kv_stage = tuning.kv_stage.value_or(true) ? 1 : 0;
+    r.chunk_keys = static_cast<int>(tuning.chunk_keys.value_or(0));
+    // tuning qkvQuads false deals QKV rows to the warps by pairs instead of two pairs at a time (where the plan deals
+    // them by quads); kvPrefetch true prefetches the attention's cached rows to L2 at each layer's start (the old
+    // default, 4-10 µs per token slower at positions 512-1024).
+    r.qkv_quads = inst.plan.qkv_quads && tuning.qkv_quads.value_or(true) ? 1 : 0;
+    r.kv_prefetch = tuning.kv_prefetch.value_or(false) ? 1 : 0;
+    // Every merge of a head's chunks by chunk 0's block; tuning oMerge N (up to the plan's: 3 in query groups of 2,
+    // else 0) has the O blocks merge heads of 2…N chunks as they gather their input instead: 30-70 µs per token slower
+    // at 2-3 chunks, their larger gather costing more than the hop it saves.
+    r.o_merge = static_cast<int>(std::min<int64_t>(tuning.o_merge.value_or(0), inst.plan.o_merge));
+    // tuning pathKernels false: every launch runs the kernel with both attention paths (default true: launches whose
+    // steps all take the staged attention run a kernel without the attention by chunks, 5-8 µs per token faster at
+    // positions 128-383).
+    r.path_kernels = tuning.path_kernels.value_or(true) ? 1 : 0;
     // The staged attention (DESIGN.md, "The staged attention"; query groups of 2 with fixed shares): steps of
-    // QK_MEGAKERNEL_STAGED_FROM (default 57: past one pass) to QK_MEGAKERNEL_STAGED_UNTIL keys (default 384, the most,
-    // rounded up to 16; 0: none) attend with one block per KV head over rows staged in shared memory, on the tensor
-    // cores: past the two or more ring slots those blocks keep where the rows leave that many, else in the place of
-    // their whole ring (QK_MEGAKERNEL_STAGED_RING=1: always there).
+    // stagedFrom (default 57: past one pass) to stagedUntil keys (default 384, the most, rounded up to 16; 0: none)
+    // attend with one block per KV head over rows staged in shared memory, on the tensor cores: past the two or more
+    // ring slots those blocks keep where the rows leave that many, else in the place of their whole ring (stagedRing
+    // true: always there).
     if (d.q_heads == 2 * d.kv_heads && r.claim == 0) {
-      const int64_t until = env_count("QK_MEGAKERNEL_STAGED_UNTIL", kMegakernelStagedMaxKeys);
-      inst.staged_until = static_cast<int>(std::min<int64_t>(until, kMegakernelStagedMaxKeys));
-      inst.staged_from = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_FROM", 57), INT32_MAX));
-      // QK_MEGAKERNEL_STAGED_GATE_UP=1: the staged attention's blocks take gate/up rows as the others do (a knob).
-      r.staged_gate_up = env_count("QK_MEGAKERNEL_STAGED_GATE_UP", 0) != 0 ? 1 : 0;
-      // QK_MEGAKERNEL_STAGED_HF=0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (a knob:
-      // measured 10-13 µs per token faster at positions 1 and 128, later about 5, other bits); 2: HF's roundings with
-      // __fdiv_rn (the same bits, slower: a check).
-      r.staged_hf = static_cast<int>(std::min<int64_t>(env_count("QK_MEGAKERNEL_STAGED_HF", 1), 2));
-      inst.staged_ring = env_count("QK_MEGAKERNEL_STAGED_RING", 0) != 0;
+      inst.staged_until = static_cast<int>(tuning.staged_until.value_or(kMegakernelStagedMaxKeys));
+      inst.staged_from = static_cast<int>(tuning.staged_from.value_or(kDefaultStagedFrom));
+      // tuning stagedGateUp true: the staged attention's blocks take gate/up rows as the others do.
+      r.staged_gate_up = tuning.staged_gate_up.value_or(false) ? 1 : 0;
+      // tuning stagedHf 0: fp32 scores and unnormalised bf16 weights instead of HF's roundings (measured 10-13 µs per
+      // token faster at positions 1 and 128, later about 5, other bits); 2: HF's roundings with __fdiv_rn (the same
+      // bits, slower: a check).
+      r.staged_hf = static_cast<int>(tuning.staged_hf.value_or(kDefaultStagedHf));
+      inst.staged_ring = tuning.staged_ring.value_or(false);
     }
     r.vocab_limit = a.int64(7, "vocabLimit", 1, d.vocab);
     r.sample_scale = sample_weight_scale(r.vocab_limit);  // sampled launches weigh the ids below vocab_limit
@@ -252,23 +250,18 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     r.logits = a.tensor(17, "logits", DType::BF16, d.vocab);
     r.workspace = a.tensor(18, "workspace", DType::U8, static_cast<int64_t>(inst.plan.workspace_bytes));
     if ((reinterpret_cast<uintptr_t>(r.workspace) & 255) != 0) a.fail("workspace", "must be 256-byte aligned");
-    const int64_t timeout_ms = a.int64(19, "timeoutMs", 1, 86400000);
-    r.timeout_ns = static_cast<uint64_t>(timeout_ms) * 1000000ull;
-    if (a.count() > 20) {
-      r.trace = static_cast<uint64_t*>(a.ptr(20, "trace", true));
-      if (r.trace != nullptr)
-        a.check_range(r.trace, static_cast<size_t>(inst.plan.grid * megakernel_trace_events(d.layers)) * 8, "trace");
-    }
-    // A diagnostic (DESIGN.md, "The overhead budget"): switches off parts of the step to time the rest. The results
-    // are then wrong, so it says so on stderr.
-    if (const char* dbg = std::getenv("QK_MEGAKERNEL_DEBUG")) {
-      r.debug = static_cast<uint32_t>(std::strtoul(dbg, nullptr, 10)) & kMegakernelDebugBits;
-      // 64 only moves a trace stamp; every other switch leaves parts of the step out.
-      if ((r.debug & ~64u) != 0)
-        std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: megakernel diagnostics on, its outputs are wrong\n", r.debug);
-      else if (r.debug != 0)
-        std::fprintf(stderr, "qk: QK_MEGAKERNEL_DEBUG=%u: a trace diagnostic; the outputs are unchanged\n", r.debug);
-    }
+    r.timeout_ns = static_cast<uint64_t>(tuning.timeout_ms.value_or(kDefaultTimeoutMs)) * 1000000ull;
+    r.trace = static_cast<uint64_t*>(a.ptr(19, "trace", true));
+    if (r.trace != nullptr)
+      a.check_range(r.trace, static_cast<size_t>(inst.plan.grid * megakernel_trace_events(d.layers)) * 8, "trace");
+    // A diagnostic (DESIGN.md, "The overhead budget"): tuning debug switches off parts of the step to time the rest.
+    // The results are then wrong, so it says so on stderr.
+    r.debug = static_cast<uint32_t>(tuning.debug.value_or(0));
+    // 64 only moves a trace stamp; every other switch leaves parts of the step out.
+    if ((r.debug & ~64u) != 0)
+      std::fprintf(stderr, "qk: megakernel tuning debug=%u: diagnostics on, its outputs are wrong\n", r.debug);
+    else if (r.debug != 0)
+      std::fprintf(stderr, "qk: megakernel tuning debug=%u: a trace diagnostic; the outputs are unchanged\n", r.debug);
     // The workspace's sync words start at zero (the caller zeroes the tensor; do it here too, on the stream).
     QK_CUDA_TRY("megakernelCreate", cudaMemsetAsync(r.workspace, 0, inst.plan.workspace_bytes, stream()));
     try {
@@ -301,7 +294,7 @@ Instance& instance_at(const Args& a, size_t i) {
 // megakernelScreen(handle, screen) → attached: builds the LM head's int8 screen in `screen` (u8, vocab · plan
 // screenRowBytes bytes, 16-byte aligned; queued on the stream) and lets the instance's launches, greedy and sampled,
 // screen the LM head with it (MegakernelArgs::lm_screen). false, with nothing built, for an instance that claims its tiles
-// (QK_MEGAKERNEL_CLAIM=1 on a model whose plan takes fixed shares). A null `screen` detaches it.
+// (tuning claimTiles true on a model whose plan takes fixed shares). A null `screen` detaches it.
 Napi::Value MegakernelScreen(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelScreen", [](const Args& a) -> Napi::Value {
     a.expect_count(2);
@@ -513,6 +506,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   limits.Set("traceEventsPerLayer", Napi::Number::New(env, kMegakernelTraceEventsPerLayer));
   limits.Freeze();
   exports.Set("megakernelLimits", limits);
+  exports.Set("megakernelTuningFields", megakernel_tuning_fields(env));
 }
 
 }  // namespace qk::binding

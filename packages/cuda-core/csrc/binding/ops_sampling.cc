@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "../kernels/logit_controls.h"
 #include "../kernels/sampling.h"
 #include "args.h"
 #include "registry.h"
@@ -77,12 +78,90 @@ Napi::Value Sample(const Napi::CallbackInfo& info) {
   });
 }
 
+// applyLogitControls(dtype, out, logits, rows, vocab, counts, promptTokens, bias, mask, repetitionPenalty,
+//                    presencePenalty, frequencyPenalty, logMinP, temperature, scratch)
+// counts / promptTokens / bias / mask may be 0n (absent); scratch (u32 [rows]) only when logMinP is −∞ (min-p off).
+Napi::Value ApplyLogitControls(const Napi::CallbackInfo& info) {
+  return guard(info, "applyLogitControls", [](const Args& a) -> Napi::Value {
+    a.expect_count(15);
+    LogitControlsArgs r{};
+    r.dtype = a.float_dtype(0, "dtype");
+    r.rows = a.int64(3, "rows", 0, 65535);
+    r.vocab = a.int64(4, "vocab", 1, INT32_MAX);
+    const int64_t cells = r.rows * r.vocab;
+    const int64_t words = r.rows * ((r.vocab + 31) / 32);
+    r.out = static_cast<float*>(a.tensor(1, "out", DType::F32, cells));
+    r.logits = a.tensor(2, "logits", r.dtype, cells);
+    r.counts = static_cast<const int32_t*>(a.tensor(5, "counts", DType::I32, cells, true));
+    r.prompt_tokens = static_cast<const uint32_t*>(a.tensor(6, "promptTokens", DType::I32, words, true));
+    r.bias = static_cast<const float*>(a.tensor(7, "bias", DType::F32, cells, true));
+    r.mask = static_cast<const uint32_t*>(a.tensor(8, "mask", DType::I32, words, true));
+    r.repetition_penalty = a.number(9, "repetitionPenalty");
+    if (!std::isfinite(r.repetition_penalty) || r.repetition_penalty <= 0.0) {
+      a.fail("repetitionPenalty", "must be a finite number > 0 (1 is off)");
+    }
+    r.presence_penalty = a.number(10, "presencePenalty");
+    if (!std::isfinite(r.presence_penalty)) a.fail("presencePenalty", "must be a finite number (0 is off)");
+    r.frequency_penalty = a.number(11, "frequencyPenalty");
+    if (!std::isfinite(r.frequency_penalty)) a.fail("frequencyPenalty", "must be a finite number (0 is off)");
+    r.log_min_p = a.number(12, "logMinP");
+    if (std::isnan(r.log_min_p) || r.log_min_p > 0.0) a.fail("logMinP", "must be ln(minP) <= 0, or -Infinity (off)");
+    r.temperature = a.number(13, "temperature");
+    const bool min_p = r.log_min_p != -INFINITY;
+    if (min_p && (!std::isfinite(r.temperature) || r.temperature <= 0.0)) {
+      a.fail("temperature", "must be a finite number > 0 when min-p is on");
+    }
+    r.scratch = static_cast<uint32_t*>(a.tensor(14, "scratch", DType::I32, r.rows, !min_p));
+    launched("applyLogitControls", launch_logit_controls(r, stream()));
+    return a.env().Undefined();
+  });
+}
+
+// addTokenCounts(counts, ids, rows, vocab)
+Napi::Value AddTokenCounts(const Napi::CallbackInfo& info) {
+  return guard(info, "addTokenCounts", [](const Args& a) -> Napi::Value {
+    a.expect_count(4);
+    TokenCountArgs r{};
+    r.rows = a.int64(2, "rows", 0, INT32_MAX);
+    r.vocab = a.int64(3, "vocab", 1, INT32_MAX);
+    r.counts = static_cast<int32_t*>(a.tensor(0, "counts", DType::I32, r.rows * r.vocab));
+    r.ids = static_cast<const int32_t*>(a.tensor(1, "ids", DType::I32, r.rows));
+    launched("addTokenCounts", launch_add_token_counts(r, stream()));
+    return a.env().Undefined();
+  });
+}
+
+// tokenLogprobs(dtype, logprobs, topIds, topLogprobs, logits, ids, rows, vocab, topN)
+// topIds / topLogprobs may be 0n when topN is 0.
+Napi::Value TokenLogprobs(const Napi::CallbackInfo& info) {
+  return guard(info, "tokenLogprobs", [](const Args& a) -> Napi::Value {
+    a.expect_count(9);
+    TokenLogprobsArgs r{};
+    r.dtype = a.float_dtype(0, "dtype");
+    r.rows = a.int64(6, "rows", 0, INT32_MAX);
+    r.vocab = a.int64(7, "vocab", 1, INT32_MAX);
+    r.top_n = static_cast<int>(a.int64(8, "topN", 0, kMaxTopLogprobs));
+    if (r.top_n > r.vocab) a.fail("topN", "must not exceed the vocabulary");
+    const bool none = r.top_n == 0;
+    r.logprobs = static_cast<float*>(a.tensor(1, "logprobs", DType::F32, r.rows));
+    r.top_ids = static_cast<int32_t*>(a.tensor(2, "topIds", DType::I32, r.rows * r.top_n, none));
+    r.top_logprobs = static_cast<float*>(a.tensor(3, "topLogprobs", DType::F32, r.rows * r.top_n, none));
+    r.logits = a.tensor(4, "logits", r.dtype, r.rows * r.vocab);
+    r.ids = static_cast<const int32_t*>(a.tensor(5, "ids", DType::I32, r.rows));
+    launched("tokenLogprobs", launch_token_logprobs(r, stream()));
+    return a.env().Undefined();
+  });
+}
+
 }  // namespace
 
 void register_sampling_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "argmax", Argmax);
   define(env, exports, "sampleWorkspaceBytes", SampleWorkspaceBytes);
   define(env, exports, "sample", Sample);
+  define(env, exports, "applyLogitControls", ApplyLogitControls);
+  define(env, exports, "addTokenCounts", AddTokenCounts);
+  define(env, exports, "tokenLogprobs", TokenLogprobs);
 }
 
 }  // namespace qk::binding

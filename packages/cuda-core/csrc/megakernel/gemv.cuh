@@ -21,7 +21,7 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 
 /**
  * What a warp takes of a GEMV tile per turn: a row pair (O, down, the LM head); a pair of SwiGLU units, two gate rows
- * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: QK_MEGAKERNEL_QKV_QUADS). Four rows per
+ * and their two up rows (gate/up); or two adjacent row pairs (QKV, Qwen3-0.6B: tuning qkvQuads). Four rows per
  * turn read the input once for all four, and where a block's stage has up to twice as many pairs as it has warps (QKV:
  * 11-14 pairs, 7 warps), no warp runs two turns one after the other (5-13 µs per token on Qwen3-0.6B). A row's sum
  * is the same chain of FMAs whichever way it is taken, so the outputs are the same bits.
@@ -100,11 +100,10 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           bf16* logits = static_cast<bf16*>(a.logits);
           const float v0 = round_bf(acc0), v1 = round_bf(acc1);
           logits[u] = to_bf(v0);
-          if (u < a.vocab_limit && better(v0, static_cast<int>(u), best)) best = {v0, static_cast<int>(u)};
+          if (u < a.vocab_limit) offer(best, v0, static_cast<int>(u));
           if (r + 1 < n) {
             logits[u + 1] = to_bf(v1);
-            if (u + 1 < a.vocab_limit && better(v1, static_cast<int>(u + 1), best))
-              best = {v1, static_cast<int>(u + 1)};
+            if (u + 1 < a.vocab_limit) offer(best, v1, static_cast<int>(u + 1));
           }
         }
         if constexpr (kSample) {

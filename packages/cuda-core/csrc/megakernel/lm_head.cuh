@@ -18,6 +18,16 @@ struct Best {
 __device__ __forceinline__ bool better(float v, int i, const Best& b) { return v > b.v || (v == b.v && i < b.i); }
 
 /**
+ * Offers row i's logit v to an argmax state. A NaN or +inf logit refuses the step's logits, as `sample`'s greedy path
+ * refuses the row: it becomes the sentinel {+inf, −1}, which `better` ranks above every other state, so it survives
+ * every reduction whatever their order and step_argmax fails the step. Finite rows pay one compare.
+ */
+__device__ __forceinline__ void offer(Best& best, float v, int i) {
+  if (isnan(v) || v == INFINITY) best = {INFINITY, -1};
+  else if (better(v, i, best)) best = {v, i};
+}
+
+/**
  * One step's argmax: the block's best over its LM-head rows, then an arrival; in the last block to arrive, warp 0
  * reduces the blocks' bests (each lane a strided share of them, loads in flight together, then a butterfly) and
  * publishes the token. This thread's verdict (false: no finite logit, the launch aborts); the caller combines them
@@ -62,7 +72,8 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
     const int i = __shfl_xor_sync(0xffffffffu, all.i, o);
     if (better(v, i, all)) all = {v, i};
   }
-  if (all.i == INT32_MAX) {
+  // Refused as `sample`'s greedy path refuses a row: a NaN or +inf logit (the sentinel), or no logit above −inf.
+  if (all.i == INT32_MAX || all.i < 0 || all.v == -INFINITY) {
     if (lane == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
     return false;
   }
@@ -308,7 +319,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
     for (int base = warp * 32; base < rows; base += kConsumers) {
       const int i = base + lane;
-      const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || (upper[i] >= thr && upper[i] > -INFINITY));
+      // (A NaN upper bound, a row of non-finite weights against x = 0, makes a candidate: its logit reaches `offer`.)
+      const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || !(upper[i] < thr));
       for (unsigned hits = __ballot_sync(0xffffffffu, cand); hits != 0; hits &= hits - 1) {
         const int64_t u = u0 + base + __ffs(hits) - 1;
         const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;
@@ -317,7 +329,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ld_early_cg128(row + c), lds128(b.x + c), acc);
         acc = warp_sum(acc);
         const float v = round_bf(acc);
-        if (lane == 0 && better(v, static_cast<int>(u), best)) best = {v, static_cast<int>(u)};
+        if (lane == 0) offer(best, v, static_cast<int>(u));
       }
     }
   }

@@ -43,7 +43,7 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
   // The kernels' dynamic shared memory cap is the device's whole opt-in limit, not this plan's size: a kernel
-  // function is shared by every instance of its query group (models, rings, QK_MEGAKERNEL_SLOT_KB), and a later,
+  // function is shared by every instance of its query group (models, rings, tuning slotKb), and a later,
   // smaller plan must not lower the cap below an earlier instance's launches (cudaErrorInvalidValue).
   int dev = 0, optin = 0;
   QK_RETURN_IF_ERROR(cudaGetDevice(&dev));

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       const MegakernelLayer& L = a.layers[layer];
       const int ev = layer * kMegakernelTraceEventsPerLayer;
       stamp(a, ev);
-      // QK_MEGAKERNEL_KV_PREFETCH=1: the cached rows this block's attention will read start towards L2 here (the
+      // tuning kvPrefetch: the cached rows this block's attention will read start towards L2 here (the
       // old default). Off by default: the attention issues its first pass's loads (and stages a short second pass)
       // before it waits for q/k/v, and the prefetch's traffic slowed the residual's hop more than it sped the later
       // passes (without it, 4-10 µs per token faster at positions 512-1024, 35 at 4096).

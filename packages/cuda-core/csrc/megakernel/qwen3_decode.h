@@ -200,7 +200,7 @@ struct MegakernelArgs {
   float eps = 1e-6f;
   uint32_t epoch = 0;                // tags step 0's flagged words; step s uses epoch + s (never 0: the host skips it)
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel
-  uint32_t debug = 0;                // diagnostics (QK_MEGAKERNEL_DEBUG; all but 64 make the outputs wrong): 1 = no
+  uint32_t debug = 0;                // diagnostics (tuning debug; all but 64 make the outputs wrong): 1 = no
                                      // waits for flagged words, 2 = no attention, 4 = no GEMV dot products (the
                                      // epilogues publish zeros, so waits still work), 8 = no input gathers, 32 = the
                                      // producer copies no weights (only the slot descriptors; use with 4), 64 = the
@@ -230,8 +230,8 @@ enum class MegakernelError : int32_t {
   Timeout = 1,         // a wait exceeded timeout_ns (a block never arrived: the GPU is shared, or a bug)
   BadPosition = 2,     // state[1] outside [0, max_context)
   BadToken = 3,        // state[0] outside [0, vocab)
-  NonFinite = 4,       // argmax: no finite logit among the ids below vocab_limit; sampling: a NaN or +inf logit
-                       // among them, or all of them −inf
+  NonFinite = 4,       // argmax and sampling alike (`sample`'s rule): a NaN or +inf logit among the ids below
+                       // vocab_limit, or all of them −inf
   WrongPath = 5,       // the staged kernel (MegakernelArgs::path_kernels) found a step that is not staged: the
                        // launch's position was not the state's
 };

@@ -47,7 +47,7 @@ __device__ __forceinline__ void stage_range(int64_t units, int64_t& u0, int64_t&
 
 /**
  * Attention chunks per KV head for a step at `pos` (pos + 1 keys): at least one pass (kMinChunk keys) each, or
- * `a.chunk_keys` where that is more (QK_MEGAKERNEL_CHUNK_KEYS, a knob: 84, one pass and a staged second pass, lost
+ * `a.chunk_keys` where that is more (tuning chunkKeys: 84, one pass and a staged second pass, lost
  * 10-15 µs per token at positions 128-767), and at most grid / KV heads chunks.
  */
 __device__ __forceinline__ int attention_chunks(const MegakernelArgs& a, int pos) {
@@ -220,7 +220,7 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
   // Every weight is read once per step: its lines go first when L2 needs room, so that what a step reads again (the
   // KV cache above all, whole in L2 up to about 256 positions of Qwen3-0.6B) stays: 15-20 µs per token at position 1,
   // none from 512 on, where the cache no longer fits.
-  // (QK_MEGAKERNEL_L2_STREAM=0: the normal policy, as a copy without a hint.)
+  // (tuning l2Stream false: the normal policy, as a copy without a hint.)
   uint64_t l2_policy;
   if (a.l2_stream != 0)
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(l2_policy));

@@ -8,6 +8,7 @@ import type { MegakernelPlan as BindingMegakernelPlan, MegakernelErrorCode } fro
 import { bindingCodes, cudaBinding, nativeCall } from '../backend/cuda.js';
 import { checkShape } from '../check.js';
 import { MEGAKERNEL_LIMITS } from '../core/binding-contract.js';
+import { checkMegakernelTuning, type MegakernelTuning } from '../core/megakernel-tuning.js';
 import {
   QkCudaError,
   QkDeviceError,
@@ -60,7 +61,7 @@ export type MegakernelPlan =
       readonly claimTiles: boolean;
       /**
        * Whether the warps take QKV rows four at a time (two pairs that share one read of the input), where every
-       * ring's tiles hold at least four pairs of them (Qwen3-0.6B). `QK_MEGAKERNEL_QKV_QUADS=0` turns it off.
+       * ring's tiles hold at least four pairs of them (Qwen3-0.6B). Tuning `qkvQuads: false` turns it off.
        */
       readonly qkvQuads: boolean;
       readonly workspaceBytes: number;
@@ -109,23 +110,22 @@ export interface MegakernelSpec extends MegakernelDims {
   /** The argmax considers ids below this (default: the vocabulary). */
   readonly vocabLimit?: number;
   /**
-   * Every wait inside the kernel gives up after this many milliseconds and the step fails with an error (default
-   * 2000, or the environment variable QK_MEGAKERNEL_TIMEOUT_MS; raise it under compute-sanitizer).
+   * The kernel's tuning knobs (default `{}`: every default; {@link MegakernelTuning} documents each), checked here and
+   * read by the addon once, when the instance is made. `timeoutMs` there bounds every wait inside the kernel.
    */
-  readonly timeoutMs?: number;
+  readonly tuning?: MegakernelTuning;
   /**
    * Record globaltimer stamps at every stage boundary of every block in each step, and aggregate them
    * ({@link Qwen3Megakernel.traceSummary}). A diagnostic: it costs a copy of the stamps after every step.
    */
   readonly trace?: boolean;
   /**
-   * Screen the LM head in launches, greedy and sampled (default true where the plan allows it, unless the
-   * environment variable QK_MEGAKERNEL_SCREEN is 0). The instance then holds an int8 copy of the LM head with per-row
-   * scales and error bounds (`vocab · plan.screenRowBytes` bytes of GPU memory). A screened step streams that copy
-   * instead of the bf16 LM head, bounds every logit from it, and recomputes in bf16 (the unscreened arithmetic) only
-   * the rows whose bound reaches the best one (greedy) or the top-k-th best (sampled): the same argmax, or the same
-   * top-k logits and so the same draw, id for id, from about half the LM head's bytes. It writes no logits. Where the
-   * copy cannot be allocated, the instance runs unscreened.
+   * Screen the LM head in launches, greedy and sampled (default true where the plan allows it). The instance then
+   * holds an int8 copy of the LM head with per-row scales and error bounds (`vocab · plan.screenRowBytes` bytes of
+   * GPU memory). A screened step streams that copy instead of the bf16 LM head, bounds every logit from it, and
+   * recomputes in bf16 (the unscreened arithmetic) only the rows whose bound reaches the best one (greedy) or the
+   * top-k-th best (sampled): the same argmax, or the same top-k logits and so the same draw, id for id, from about
+   * half the LM head's bytes. It writes no logits. Where the copy cannot be allocated, the instance runs unscreened.
    */
   readonly screen?: boolean;
 }
@@ -205,7 +205,7 @@ const ERRORS: Readonly<Record<Exclude<keyof typeof MegakernelErrorCode, 'none'>,
   badPosition: 'the position is outside the KV cache',
   badToken: 'the token id is outside the vocabulary',
   nonFinite:
-    'the logits are not usable: none is finite, or (sampling) one is NaN or +infinity (the weights or activations hold NaN or infinity)',
+    'the logits are not usable: one is NaN or +infinity, or none is finite (the weights or activations hold NaN or infinity)',
   wrongPath:
     "the launch's position is not the one its state holds (the kernel for staged steps found a step that is not staged)",
 };
@@ -218,26 +218,19 @@ function describeError(op: string, code: number): string {
 }
 
 /**
- * How the megakernel would launch for `dims` on this GPU, or why it cannot (`supported: false` with a reason).
- * Throws `QkDeviceError` without a usable GPU.
+ * How the megakernel would launch for `dims` on this GPU with `tuning` (of which only `slotKb` changes the plan), or
+ * why it cannot (`supported: false` with a reason).
+ *
+ * @throws QkValueError for a tuning field that is unknown, of the wrong type or out of range (naming it);
+ *   QkDeviceError without a usable GPU.
  */
-export function megakernelPlan(dims: MegakernelDims): MegakernelPlan {
+export function megakernelPlan(dims: MegakernelDims, tuning?: MegakernelTuning): MegakernelPlan {
   const op = 'megakernelPlan';
+  const checked = checkMegakernelTuning(op, tuning, 'tuning');
   const b = cudaBinding(op);
   return nativeCall(op, () =>
-    b.megakernelPlan(dims.hidden, dims.qHeads, dims.kvHeads, dims.ffn, dims.layers, dims.vocab),
+    b.megakernelPlan(dims.hidden, dims.qHeads, dims.kvHeads, dims.ffn, dims.layers, dims.vocab, checked),
   );
-}
-
-function defaultTimeoutMs(): number {
-  const env = typeof process !== 'undefined' ? process.env.QK_MEGAKERNEL_TIMEOUT_MS : undefined;
-  const n = env === undefined ? Number.NaN : Number(env);
-  return Number.isSafeInteger(n) && n > 0 ? n : 2000;
-}
-
-/** Whether instances screen the LM head when their spec does not say: yes, unless QK_MEGAKERNEL_SCREEN is 0. */
-function screenByDefault(): boolean {
-  return (typeof process !== 'undefined' ? process.env.QK_MEGAKERNEL_SCREEN : undefined) !== '0';
 }
 
 /** Checks a launch's sampling parameters (the binding checks them again), naming the field at fault. */
@@ -304,8 +297,9 @@ export class Qwen3Megakernel {
 
   constructor(spec: MegakernelSpec) {
     const op = 'Qwen3Megakernel';
+    const tuning = checkMegakernelTuning(op, spec.tuning, 'spec.tuning');
     const b = cudaBinding(op);
-    const plan = megakernelPlan(spec);
+    const plan = megakernelPlan(spec, tuning);
     if (!plan.supported) {
       throw new QkValueError(op, 'spec', `these sizes are not served by the megakernel: ${plan.reason}.`);
     }
@@ -319,7 +313,6 @@ export class Qwen3Megakernel {
       );
     }
     const vocabLimit = spec.vocabLimit ?? vocab;
-    const timeoutMs = spec.timeoutMs ?? defaultTimeoutMs();
     const all: [string, Tensor, number[]][] = [
       ['embed', spec.embed, [vocab, hidden]],
       ['finalNorm', spec.finalNorm, [hidden]],
@@ -405,15 +398,15 @@ export class Qwen3Megakernel {
           ptr(this.#result),
           ptr(this.logits),
           ptr(this.#workspace),
-          timeoutMs,
           this.#trace === null ? 0n : ptr(this.#trace),
+          tuning,
         ),
       );
     } catch (e) {
       for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace]) t?.dispose();
       throw e;
     }
-    if (plan.screenRowBytes > 0 && (spec.screen ?? screenByDefault())) {
+    if (plan.screenRowBytes > 0 && (spec.screen ?? true)) {
       try {
         this.#attachScreen(vocab * plan.screenRowBytes);
       } catch (e) {
@@ -533,8 +526,10 @@ export class Qwen3Megakernel {
 
   /**
    * Waits until step `index` of the last launch has made its token and returns it (the launch's later steps keep
-   * running). A launch that failed inside the kernel (a timed-out wait, non-finite logits) throws `QkCudaError`
-   * after the instance is reset, so the next launch can run.
+   * running). A launch that failed inside the kernel throws after the instance is reset, so the next launch can
+   * run: `QkValueError` on the argument "logits" where the step's logits were refused by `sample`'s rule (a NaN or
+   * +infinity among them, or none above −infinity: what `sample` throws for such a row), `QkCudaError` otherwise (a
+   * timed-out wait, a bad token or position).
    */
   token(index: number): number {
     const op = 'Qwen3Megakernel.token';
@@ -549,6 +544,13 @@ export class Qwen3Megakernel {
       this.#expected = null;
       this.#launched = null;
       nativeCall(op, () => cudaBinding(op).megakernelReset(h));
+      if (-got === bindingCodes(op).MegakernelErrorCode.nonFinite) {
+        throw new QkValueError(
+          op,
+          'logits',
+          `of decode step ${index} of the launch hold NaN or +Infinity, or none is finite; the weights or activations hold NaN or infinity.`,
+        );
+      }
       throw new QkCudaError(op, 'megakernel', `the decode step failed: ${describeError(op, -got)}.`);
     }
     if (index === launched.steps - 1) {

@@ -43,7 +43,8 @@ export type ToleranceOp =
   | 'quantizeInt8'
   | 'quantizeInt4'
   | 'argmax'
-  | 'sample';
+  | 'sample'
+  | 'applyLogitControls';
 
 const elementwise: Record<FloatDType, Tolerance> = {
   f32: { rtol: 1e-6, atol: 1e-5 },
@@ -99,6 +100,8 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
     // Token ids: exact (sampling's verify cases check ids against the reference's probability intervals).
     argmax: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     sample: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    // The controls follow the reference operation for operation in float64 and round once: bit for bit.
+    applyLogitControls: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
   });
 
 /** Bits after the leading one of each float format's significand. */

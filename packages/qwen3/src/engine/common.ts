@@ -2,9 +2,16 @@
  * Checks and helpers every engine shares: the weights must match the config, forward-pass arguments must address
  * the cache correctly, and a sampling step draws from a seed derived from the generation's seed and the step.
  */
-import { formatShape, QkIndexError, QkShapeError, QkValueError, type Tensor } from '@qk/ops';
+import {
+  formatShape,
+  MAX_TOP_LOGPROBS,
+  QkIndexError,
+  QkShapeError,
+  QkValueError,
+  type Tensor,
+} from '@qk/ops';
 import { QkContextError, QkMemoryError } from '../errors.js';
-import type { Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
+import type { Qwen3Config, Qwen3Weights, SamplingParams, StepControls } from '../types.js';
 
 /** The shape every tensor of {@link Qwen3Weights} must have under `config`, keyed by a readable path. */
 export function expectedWeightShapes(config: Qwen3Config): {
@@ -130,6 +137,76 @@ export function checkSampling(op: string, sampling: SamplingParams): void {
   if (!Number.isSafeInteger(seed) || seed < 0) {
     throw new QkValueError(op, 'seed', `must be a non-negative safe integer, got ${seed}.`);
   }
+  checkLogitControls(op, sampling);
+}
+
+/** Checks the per-step inputs of `Engine.choose` (a caller's own engine driver may pass anything). */
+export function checkStepControls(op: string, controls: StepControls): void {
+  if (controls === null || typeof controls !== 'object') {
+    throw new QkValueError(op, 'controls', 'must be an object { history, mask, topLogprobs }.');
+  }
+  const { history, mask, topLogprobs } = controls;
+  if (
+    history === null ||
+    typeof history !== 'object' ||
+    !Array.isArray(history.prompt) ||
+    !Array.isArray(history.generated)
+  ) {
+    throw new QkValueError(op, 'controls.history', 'must be { prompt, generated }, two arrays of token ids.');
+  }
+  if (mask !== null && !(mask instanceof Uint32Array)) {
+    throw new QkValueError(
+      op,
+      'controls.mask',
+      'must be a Uint32Array bitset (bit t & 31 of word t >>> 5) or null.',
+    );
+  }
+  if (
+    topLogprobs !== null &&
+    (!Number.isSafeInteger(topLogprobs) || topLogprobs < 0 || topLogprobs > MAX_TOP_LOGPROBS)
+  ) {
+    throw new QkValueError(
+      op,
+      'controls.topLogprobs',
+      `must be null (no log-probabilities) or an integer in [0, ${MAX_TOP_LOGPROBS}], got ${String(topLogprobs)}.`,
+    );
+  }
+}
+
+/**
+ * The ranges of the sampling controls (OpenAI's for the presence and frequency penalties and the bias values), so
+ * a generation option and an engine argument are refused with the same sentence.
+ */
+export function checkLogitControls(op: string, s: SamplingParams): void {
+  const range = (arg: string, v: number | undefined, ok: (x: number) => boolean, what: string) => {
+    if (v !== undefined && (typeof v !== 'number' || !Number.isFinite(v) || !ok(v))) {
+      throw new QkValueError(op, arg, `must be ${what}, got ${String(v)}.`);
+    }
+  };
+  range('presencePenalty', s.presencePenalty, (x) => x >= -2 && x <= 2, 'a number in [-2, 2] (0 is off)');
+  range('frequencyPenalty', s.frequencyPenalty, (x) => x >= -2 && x <= 2, 'a number in [-2, 2] (0 is off)');
+  range('repetitionPenalty', s.repetitionPenalty, (x) => x > 0, 'a finite number > 0 (1 is off)');
+  range('minP', s.minP, (x) => x >= 0 && x <= 1, 'a number in [0, 1] (0 is off)');
+  if (s.logitBias !== undefined) {
+    if (!(s.logitBias instanceof Map))
+      throw new QkValueError(op, 'logitBias', 'must be a Map of token id → bias.');
+    for (const [id, bias] of s.logitBias) {
+      if (!Number.isSafeInteger(id) || id < 0) {
+        throw new QkValueError(
+          op,
+          'logitBias',
+          `has key ${String(id)}; keys must be token ids (integers >= 0).`,
+        );
+      }
+      if (typeof bias !== 'number' || !Number.isFinite(bias) || bias < -100 || bias > 100) {
+        throw new QkValueError(
+          op,
+          'logitBias',
+          `maps token ${id} to ${String(bias)}; biases must lie in [-100, 100] (-100 all but bans a token).`,
+        );
+      }
+    }
+  }
 }
 
 const MASK64 = (1n << 64n) - 1n;
@@ -145,20 +222,25 @@ export function stepSeed(seed: number, step: number): bigint {
   return z ^ (z >> 31n);
 }
 
-/** Bytes an engine commits for `config`: the weights at `weightBytes` per element plus the KV cache and logits. */
+/**
+ * Bytes an engine commits for `config`: the weights at `weightBytes` per element (the decoder projections at
+ * `projectionBytes` per weight when given: a quantized model's codes and scales) plus the KV cache and logits.
+ */
 export function engineBytes(
   config: Qwen3Config,
   maxContext: number,
   weightBytes: number,
   cacheBytes = weightBytes,
+  projectionBytes = weightBytes,
 ): number {
   const { numLayers, numKvHeads, headDim, vocabSize, hiddenSize, tieWordEmbeddings } = config;
   // The parameter count of `config.ts`, inlined to keep this module free of the config parser.
-  const attention = hiddenSize * headDim * (config.numHeads + numKvHeads) * 2 + headDim * 2;
-  const layer = attention + 3 * hiddenSize * config.intermediateSize + 2 * hiddenSize;
-  const parameters = vocabSize * hiddenSize * (tieWordEmbeddings ? 1 : 2) + numLayers * layer + hiddenSize;
+  const projections =
+    hiddenSize * headDim * (config.numHeads + numKvHeads) * 2 + 3 * hiddenSize * config.intermediateSize;
+  const rest = headDim * 2 + 2 * hiddenSize;
+  const floats = vocabSize * hiddenSize * (tieWordEmbeddings ? 1 : 2) + numLayers * rest + hiddenSize;
   const cache = numLayers * 2 * maxContext * numKvHeads * headDim * cacheBytes;
-  return parameters * weightBytes + cache + vocabSize * 4;
+  return floats * weightBytes + numLayers * projections * projectionBytes + cache + vocabSize * 4;
 }
 
 const GIB = 1024 ** 3;
@@ -191,5 +273,36 @@ export function checkMemoryFits(
     neededBytes,
     memory.freeBytes,
     memory.totalBytes,
+  );
+}
+
+/** `bytes` for a sentence: GiB from 1 GiB up, else MiB (a small request still shows its size). */
+const sizeText = (bytes: number) => (bytes >= GIB ? gib(bytes) : `${(bytes / 2 ** 20).toFixed(1)} MiB`);
+
+/** What @qk/ops' `QkOutOfMemoryError` reports: the allocation asked for, and the device's memory at that moment. */
+export interface DeviceShortfall {
+  readonly requestedBytes: number;
+  readonly freeBytes: number;
+  readonly totalBytes: number;
+}
+
+/**
+ * The error for a GPU engine whose allocation ran out of device memory while it was made (its weights' fused copies,
+ * its KV cache of `maxContext` rows taking `cacheBytes`, its workspaces): how much was asked and free, what the
+ * cache takes, and what to do. Nothing the engine made is left allocated by then (the caller frees it first).
+ */
+export function engineOutOfMemory(
+  op: string,
+  engine: string,
+  shortfall: DeviceShortfall,
+  cache: { readonly maxContext: number; readonly bytes: number },
+): QkMemoryError {
+  const { requestedBytes, freeBytes, totalBytes } = shortfall;
+  return new QkMemoryError(
+    op,
+    `the ${engine} engine ran out of GPU memory: it asked for ${sizeText(requestedBytes)} with ${sizeText(freeBytes)} free of ${sizeText(totalBytes)} (its KV cache for maxContext ${cache.maxContext} takes ${sizeText(cache.bytes)} in all); use a smaller maxContext (--max-context), a smaller model, or int8/int4 weights (--weights int8 or int4), or free the GPU memory other processes or models hold.`,
+    requestedBytes,
+    freeBytes,
+    totalBytes,
   );
 }

@@ -24,9 +24,18 @@ import {
   type LinearKey,
   type QuantizedLayer,
 } from '../quant/quantize.js';
-import type { Engine, LayerWeights, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
-import { checkForwardArgs, checkSampling, checkWeightsMatchConfig } from './common.js';
-import { pickToken } from './sampling.js';
+import type {
+  Engine,
+  LayerWeights,
+  Qwen3Config,
+  Qwen3Weights,
+  SampledToken,
+  SamplingParams,
+  StepControls,
+  WeightInfo,
+} from '../types.js';
+import { checkForwardArgs, checkSampling, checkStepControls, checkWeightsMatchConfig } from './common.js';
+import { chooseToken, pickToken, refuseControlsInNext } from './sampling.js';
 
 /** Options of {@link createCpuEngine}. */
 export interface CpuEngineOptions {
@@ -160,9 +169,33 @@ function matVecRows(w: Float32Array, x: Float32Array, rows: number, n: number, o
   }
 }
 
+/** {@link Engine.weightInfo} of the cpu engine's float32 weights and (optional) quantized projections. */
+function cpuWeightInfo(weights: F32Weights, quantized: readonly QuantizedLayer[] | undefined): WeightInfo {
+  const linear = new Set<string>(LINEAR_KEYS);
+  const projections = new Set<Tensor>();
+  const others = new Set<Tensor>([weights.embed, weights.norm, weights.lmHead]);
+  for (const layer of weights.layers) {
+    for (const [key, t] of Object.entries(layer)) (linear.has(key) ? projections : others).add(t);
+  }
+  for (const layer of quantized ?? []) {
+    for (const q of Object.values(layer)) {
+      for (const t of [q.weight.qweight, q.weight.scales, q.bits === 4 ? q.offsets : undefined])
+        if (t !== undefined) projections.add(t);
+    }
+  }
+  const bytes = (set: Set<Tensor>) => [...set].reduce((n, t) => n + t.nbytes, 0);
+  const bits = quantized?.[0]?.q.bits;
+  return {
+    format: bits === undefined ? 'bf16' : bits === 8 ? 'int8' : 'int4',
+    projectionBytes: bytes(projections),
+    otherBytes: bytes(others),
+  };
+}
+
 class CpuEngine implements Engine {
   readonly name = 'cpu' as const;
   readonly dtype = 'f32' as const;
+  readonly weightInfo: WeightInfo;
   readonly config: Qwen3Config;
   readonly maxContext: number;
   readonly #vocabLimit: number;
@@ -185,6 +218,7 @@ class CpuEngine implements Engine {
     this.#vocabLimit = vocabLimit;
     this.#quantized = quantized;
     this.#weights = toCpuF32(weights, quantized !== undefined);
+    this.weightInfo = cpuWeightInfo(this.#weights, quantized);
     const row = config.numKvHeads * config.headDim;
     this.#keys = weights.layers.map(() => new CacheRows(row, maxContext));
     this.#values = weights.layers.map(() => new CacheRows(row, maxContext));
@@ -217,11 +251,41 @@ class CpuEngine implements Engine {
   }
 
   next(ids: readonly number[], start: number, sampling: SamplingParams, step: number): number {
+    refuseControlsInNext('CpuEngine.next', sampling);
     const weights = this.#checkNext(ids, start, sampling, step);
     const logits = this.#forward(weights, ids, start);
     this.#checkFinite(logits, step);
     logits.fill(-Infinity, this.#vocabLimit);
     return pickToken(logits, sampling, step);
+  }
+
+  /** {@link next} with the controls, by the TypeScript reference (`chooseToken`): this engine is that reference. */
+  choose(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    controls: StepControls,
+  ): SampledToken {
+    checkStepControls('CpuEngine.choose', controls);
+    const weights = this.#checkNext(ids, start, sampling, step);
+    const logits = this.#forward(weights, ids, start);
+    this.#checkFinite(logits, step);
+    return chooseToken(logits, sampling, step, controls, this.#vocabLimit);
+  }
+
+  /** {@link choose} in pieces, as {@link nextAsync} is {@link next} in pieces. */
+  async chooseAsync(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    controls: StepControls,
+    between: () => Promise<void>,
+  ): Promise<SampledToken> {
+    checkStepControls('CpuEngine.choose', controls);
+    const logits = await this.#logitsAsync(ids, start, sampling, step, between);
+    return chooseToken(logits, sampling, step, controls, this.#vocabLimit);
   }
 
   /**
@@ -236,6 +300,20 @@ class CpuEngine implements Engine {
     step: number,
     between: () => Promise<void>,
   ): Promise<number> {
+    refuseControlsInNext('CpuEngine.next', sampling);
+    const logits = await this.#logitsAsync(ids, start, sampling, step, between);
+    logits.fill(-Infinity, this.#vocabLimit);
+    return pickToken(logits, sampling, step);
+  }
+
+  /** The step's logits, computed chunk by chunk and layer by layer with `between()` awaited in between. */
+  async #logitsAsync(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    between: () => Promise<void>,
+  ): Promise<Float32Array> {
     const weights = this.#checkNext(ids, start, sampling, step);
     let logits: Float32Array | undefined;
     for (let from = 0; from < ids.length; from += PREFILL_CHUNK) {
@@ -252,8 +330,7 @@ class CpuEngine implements Engine {
       }
     }
     this.#checkFinite(logits!, step);
-    logits!.fill(-Infinity, this.#vocabLimit);
-    return pickToken(logits!, sampling, step);
+    return logits!;
   }
 
   /** Throws {@link QkNonFiniteError} when `logits` hold NaN or ±Inf, naming the weights that hold any. */

@@ -11,15 +11,19 @@ import {
   QkDeviceError,
   QkValueError,
 } from '@qk/ops';
+import type { QuantizedLayer, WeightFormat } from '../quant/quantize.js';
 import type { Engine, EngineName, Qwen3Config, Qwen3Weights } from '../types.js';
 import { createCpuEngine } from './cpu.js';
 import { createLayeredEngine } from './layered.js';
+import type { MegakernelEngineOptions } from './megakernel-options.js';
+import { MEGAKERNEL_FLOAT_ONLY } from './projections.js';
 
 export { checkWeightsMatchConfig, stepSeed } from './common.js';
 export { type CpuEngineOptions, createCpuEngine } from './cpu.js';
+export { type MegakernelEngineOptions, megakernelEngineOptions } from './megakernel-options.js';
 
 /** Options of {@link createEngine}. */
-export interface EngineOptions {
+export interface EngineOptions extends MegakernelEngineOptions {
   /** Cache rows: the longest prompt + generation the engine can hold. */
   readonly maxContext: number;
   /** Only ids below this are generated (default: the whole vocabulary); pass the tokenizer's `vocabSize`. */
@@ -30,21 +34,10 @@ export interface EngineOptions {
    */
   readonly prefillChunk?: number;
   /**
-   * `megakernel` only: decode steps per kernel launch, 1–64 (default 4, or QK_MEGAKERNEL_STEPS), greedy or sampled
-   * with a top-k of at most 64. Tokens still reach the caller one at a time, as the kernel makes them.
+   * `cpu` and `layered`: weight-only quantized decoder projections, one entry per layer (see
+   * {@link ENGINE_WEIGHT_FORMATS}); the engine takes ownership of them.
    */
-  readonly megakernelSteps?: number;
-  /**
-   * `megakernel` only: the decode position from which steps run in the layered graph instead (same weights and
-   * cache). Default {@link megakernelHandoff}, or QK_MEGAKERNEL_UNTIL.
-   */
-  readonly megakernelUntil?: number;
-  /**
-   * `megakernel` only: decode steps, greedy and sampled in the kernel (top-k 1–64), screen the LM head in int8 and
-   * recompute in bf16 only the rows that can hold the argmax or the top-k (the same tokens, about half the LM head's
-   * bytes, an int8 copy of it in GPU memory). Default true where the megakernel can, unless QK_MEGAKERNEL_SCREEN=0.
-   */
-  readonly megakernelScreen?: boolean;
+  readonly quantized?: readonly QuantizedLayer[];
 }
 
 /** Where an engine wants its weights, and in which dtype unless the caller asks for another. */
@@ -64,6 +57,19 @@ export const ENGINE_PLACEMENT: Readonly<Record<EngineName, EnginePlacement>> = O
   cpu: Object.freeze({ device: 'cpu', dtype: 'f32' }),
   layered: Object.freeze({ device: 'cuda', dtype: 'bf16' }),
   megakernel: Object.freeze({ device: 'cuda', dtype: 'bf16' }),
+});
+
+/**
+ * The weight formats of the decoder projections each engine runs. `cpu` runs int8/int4 through the `@qk/ops`
+ * references (the definition of correct); `layered` keeps them quantized on the GPU (`linearInt8` / `linearInt4`,
+ * prefill and decode); the `megakernel` streams bf16 weights only. Without an engine named, quantized weights run on
+ * `layered` where a GPU is usable, else on `cpu` ({@link defaultEngine}); naming `megakernel` for them is refused
+ * (a silent switch would put another engine's numbers under its name).
+ */
+export const ENGINE_WEIGHT_FORMATS: Readonly<Record<EngineName, readonly WeightFormat[]>> = Object.freeze({
+  cpu: Object.freeze(['bf16', 'int8', 'int4'] as const),
+  layered: Object.freeze(['bf16', 'int8', 'int4'] as const),
+  megakernel: Object.freeze(['bf16'] as const),
 });
 
 /** True for the names in {@link ENGINE_NAMES}. */
@@ -99,31 +105,43 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
  * without a GPU, `'cpu'`. The megakernel engine decodes in the megakernel up to its hand-off position and in the
  * layered graph beyond (`megakernelUntil`), so it is at least as fast as the layered engine at every position
  * measured (packages/cuda-core/csrc/megakernel/DESIGN.md, "Numbers"); it has no swappable modules: name `'layered'`
- * to patch modules. Without `config`, a GPU gives `'layered'`.
+ * to patch modules. Without `config`, a GPU gives `'layered'`; so do quantized `weights` (`'int8'`, `'int4'`: the
+ * megakernel streams bf16 only, {@link ENGINE_WEIGHT_FORMATS}).
  */
-export function defaultEngine(config?: Qwen3Config): EngineName {
+export function defaultEngine(config?: Qwen3Config, weights: WeightFormat = 'bf16'): EngineName {
   if (!cudaAvailable()) return 'cpu';
-  return config !== undefined && megakernelUnsupported(config, 'bf16') === null ? 'megakernel' : 'layered';
+  return config !== undefined && weights === 'bf16' && megakernelUnsupported(config, 'bf16') === null
+    ? 'megakernel'
+    : 'layered';
 }
 
 /**
- * Throws, before any weights are loaded, when `name` cannot run here: an unknown name, or a GPU engine without a
- * usable GPU (the message gives `cudaStatus()`'s reason). With `config`, also a `megakernel` that cannot serve
- * the model in `dtype` ({@link megakernelUnsupported}).
+ * Throws, before any weights are loaded, when `name` cannot run here: an unknown name, a weight format the engine
+ * does not run ({@link ENGINE_WEIGHT_FORMATS}; checked first, the same answer on every machine), or a GPU engine
+ * without a usable GPU (the message gives `cudaStatus()`'s reason). With `config`, also a `megakernel` that cannot
+ * serve the model in `dtype` ({@link megakernelUnsupported}).
  *
- * @throws QkValueError for an unknown or unavailable engine.
+ * @throws QkValueError for an unknown or unavailable engine, or one that does not run `weights`.
  * @throws QkDeviceError for a GPU engine on a machine without a usable GPU.
  */
 export function checkEngineAvailable(
   name: unknown,
   op = 'createEngine',
-  model?: { config: Qwen3Config; dtype: FloatDType },
+  model?: { config?: Qwen3Config; dtype?: FloatDType; weights?: WeightFormat },
 ): asserts name is EngineName {
   if (!isEngineName(name)) {
     throw new QkValueError(
       op,
       'engine',
       `must be one of ${ENGINE_NAMES.map((n) => `"${n}"`).join(', ')}, got ${JSON.stringify(name)}.`,
+    );
+  }
+  const weights = model?.weights ?? 'bf16';
+  if (!ENGINE_WEIGHT_FORMATS[name].includes(weights)) {
+    throw new QkValueError(
+      op,
+      'engine',
+      `is "${name}", which cannot run ${weights} weights: ${MEGAKERNEL_FLOAT_ONLY}.`,
     );
   }
   if (ENGINE_PLACEMENT[name].device === 'cuda' && !cudaAvailable()) {
@@ -133,8 +151,8 @@ export function checkEngineAvailable(
       op,
     );
   }
-  if (name === 'megakernel' && model !== undefined) {
-    const why = megakernelUnsupported(model.config, model.dtype);
+  if (name === 'megakernel' && model?.config !== undefined) {
+    const why = megakernelUnsupported(model.config, model.dtype ?? 'bf16');
     if (why !== null) {
       throw new QkValueError(
         op,
@@ -163,7 +181,13 @@ export function createEngine(
     case 'layered':
       return createLayeredEngine(config, weights, options);
     case 'megakernel':
-      checkEngineAvailable(name, 'createEngine', { config, dtype: weights.embed.dtype });
+      checkEngineAvailable(name, 'createEngine', {
+        config,
+        dtype: weights.embed.dtype,
+        ...(options.quantized === undefined
+          ? {}
+          : { weights: options.quantized[0]?.q.bits === 4 ? ('int4' as const) : ('int8' as const) }),
+      });
       return createLayeredEngine(config, weights, { ...options, megakernel: true });
     default:
       checkEngineAvailable(name);

@@ -32,17 +32,22 @@
  *
  * The KV cache is one `[maxContext, kvHeads, headDim]` tensor for K and one for V per layer (row = position), the
  * layout the decode kernels and the megakernel read. The q/k/v and gate/up projections are stored fused
- * (`[q;k;v]`, `[gate;up]`). */
-import { writeFileSync } from 'node:fs';
+ * (`[q;k;v]`, `[gate;up]`).
+ *
+ * With `quantized` layers (INT8, INT4, AWQ/GPTQ repacked) the projections stay quantized on the GPU and run through
+ * `linearInt8` / `linearInt4` in prefill and decode alike; a decode step then runs nine kernels per layer instead of
+ * seven, still one captured graph (projections.ts says how the fused steps map onto quantized ones). The megakernel
+ * streams bf16 weights only and refuses them. */
 import {
-  argmax,
   attentionWorkspace,
   CudaGraph,
+  checkMegakernelTuning,
   embedding,
   type FloatDType,
   linear,
   QkDeviceError,
   QkDisposedError,
+  QkOutOfMemoryError,
   QkValueError,
   Qwen3Megakernel,
   qkNormRopeAppend,
@@ -52,12 +57,43 @@ import {
   scatterRows,
   Tensor,
 } from '@qk/ops';
-import type { Engine, PatchSpec, Qwen3Config, Qwen3Weights, SamplingParams } from '../types.js';
-import { checkForwardArgs, checkSampling, checkWeightsMatchConfig, stepSeed } from './common.js';
+import { checkQuantizedWeights, disposeQuantizedLayers, type QuantizedLayer } from '../quant/quantize.js';
+import type {
+  Engine,
+  PatchSpec,
+  Qwen3Config,
+  Qwen3Weights,
+  SampledToken,
+  SamplingParams,
+  StepControls,
+} from '../types.js';
+import {
+  checkForwardArgs,
+  checkSampling,
+  checkStepControls,
+  checkWeightsMatchConfig,
+  engineOutOfMemory,
+  stepSeed,
+} from './common.js';
+import { DeviceSampler } from './device-sampling.js';
+import type { MegakernelEngineOptions } from './megakernel-options.js';
 import { defaultModules, listVariants, type Modules, resolvePatch } from './modules.js';
+import { isNonFiniteLogitsError, nonFiniteError } from './nonfinite.js';
+import {
+  buildLayerProjections,
+  checkFusable,
+  floatWeight,
+  type LayerProjections,
+  MEGAKERNEL_FLOAT_ONLY,
+  normProject,
+  project,
+  projectionTensors,
+  weightInfo,
+} from './projections.js';
+import { refuseControlsInNext } from './sampling.js';
 
-/** Options of {@link createLayeredEngine}. */
-export interface LayeredEngineOptions {
+/** Options of {@link createLayeredEngine}; the megakernel's apply with `megakernel: true`. */
+export interface LayeredEngineOptions extends MegakernelEngineOptions {
   /** Cache rows: the longest prompt + generation the engine can hold. */
   readonly maxContext: number;
   /**
@@ -72,35 +108,18 @@ export interface LayeredEngineOptions {
    */
   readonly megakernel?: boolean;
   /**
-   * Decode steps per megakernel launch, 1–64 (default 4, or the environment variable QK_MEGAKERNEL_STEPS): greedy
-   * steps, and sampled ones with a top-k of at most 64.
-   * Tokens still reach the caller one by one as the kernel makes them; a generation that stops inside a launch
-   * leaves its remaining steps to finish before the next GPU work.
-   */
-  readonly megakernelSteps?: number;
-  /**
-   * Decode positions from which the megakernel hands decoding back to the captured layered graph (same weights
-   * and cache, so the switch is seamless). Default: {@link megakernelHandoff} of the model (the end of the longest
-   * context at which the megakernel was measured faster than the layered graph on an H100: 8,448 for Qwen3-0.6B), or
-   * the environment variable QK_MEGAKERNEL_UNTIL. The megakernel splits a head's attention over at most grid / KV
-   * heads blocks, so its cost per position of context is higher than the layered split-KV attention's (on an H100,
-   * per 1,024 positions: 54 against 45 µs per token for Qwen3-0.6B, 77 against 38 for 8B), and far enough into a long
-   * context the layered graph would win. A value ≥ maxContext keeps every decode step in the megakernel.
-   */
-  readonly megakernelUntil?: number;
-  /**
-   * Megakernel steps, greedy and sampled in the kernel (top-k 1–64), screen the LM head in int8 and recompute in
-   * bf16 only the rows that can hold the argmax or the top-k: the same tokens from about half the LM head's bytes,
-   * for an int8 copy of it in GPU memory. Default true where the megakernel can (fixed shares, hidden size a multiple
-   * of 16), unless QK_MEGAKERNEL_SCREEN=0.
-   */
-  readonly megakernelScreen?: boolean;
-  /**
    * Prompt tokens per prefill pass (default {@link DEFAULT_PREFILL_CHUNK}). A longer prompt is prefilled chunk by
    * chunk, each chunk attending to the cache rows the earlier ones wrote, so the temporary activations (the largest
    * is chunk × FFN size × 2 for the gate/up projection) are bounded by the chunk, not by the prompt.
    */
   readonly prefillChunk?: number;
+  /**
+   * Weight-only quantized decoder projections, one entry per layer (from `quantizeLinears` or a quantized
+   * checkpoint, on the CPU or the GPU). The engine copies them to the GPU as they are and takes ownership (they and
+   * any float projections of `weights`, which may be absent, are freed); they run through `linearInt8` /
+   * `linearInt4`. Embedding, LM head and norms come from `weights`. Not with `megakernel`.
+   */
+  readonly quantized?: readonly QuantizedLayer[];
 }
 
 /**
@@ -147,20 +166,18 @@ export function megakernelHandoff(config: Qwen3Config): number {
 }
 
 /**
- * An integer option of the engine: `requested`, else the environment variable `env` where it is set, else
- * `fallback()`; checked to lie in [min, max] (no upper bound without `max`).
+ * An integer option of the engine: `requested`, else `fallback()`; checked to lie in [min, max] (no upper bound
+ * without `max`).
  */
 function integerOption(
   op: string,
   name: string,
   requested: number | undefined,
-  env: string,
   fallback: () => number,
   min: number,
   max?: number,
 ): number {
-  const raw = process.env[env];
-  const value = requested ?? (raw !== undefined && raw !== '' ? Number(raw) : fallback());
+  const value = requested ?? fallback();
   if (!Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
     const range =
       max !== undefined
@@ -168,11 +185,7 @@ function integerOption(
         : min === 0
           ? 'a non-negative integer'
           : `an integer ≥ ${min}`;
-    throw new QkValueError(
-      op,
-      name,
-      `must be ${range}${requested === undefined ? ` (${env})` : ''}, got ${requested ?? raw}.`,
-    );
+    throw new QkValueError(op, name, `must be ${range}, got ${value}.`);
   }
   return value;
 }
@@ -204,39 +217,20 @@ function sameDraw(queued: Draw | null, wanted: Draw | null, k: number): boolean 
   );
 }
 
-interface Layer {
+/** A decoder layer: its projections (float or quantized; q|k|v and gate|up fused, with views), norms and cache. */
+interface Layer extends LayerProjections {
   inputNorm: T;
-  /** Fused `[q; k; v]` projection, and views of its three parts (prefill runs them as separate GEMMs). */
-  qkv: T;
-  q: T;
-  k: T;
-  v: T;
   qNorm: T;
   kNorm: T;
-  o: T;
   postNorm: T;
-  gateUp: T;
-  gate: T;
-  up: T;
-  down: T;
   kCache: T;
   vCache: T;
 }
 
-/** Concatenates weights along rows into one new device tensor (disposing the parts); returns it and views. */
-function fuseRows(parts: readonly T[]): { fused: T; views: T[] } {
-  const rows = parts.reduce((n, p) => n + p.shape[0]!, 0);
-  const cols = parts[0]!.shape[1]!;
-  const fused = Tensor.empty([rows, cols], parts[0]!.dtype, 'cuda');
-  const views: T[] = [];
-  let at = 0;
-  for (const p of parts) {
-    const view = fused.slice(at, at + p.shape[0]!);
-    view.copyFrom(p.device === 'cuda' ? p : p.to('cuda'));
-    views.push(view);
-    at += p.shape[0]!;
-  }
-  return { fused, views };
+/** Every tensor a layer holds, views included. */
+function layerTensors(l: Layer): Tensor[] {
+  const { qkv, q, k, v, o, gateUp, gate, up, down, ...rest } = l;
+  return [...[qkv, q, k, v, o, gateUp, gate, up, down].flatMap(projectionTensors), ...Object.values(rest)];
 }
 
 /** Decode-step buffers: everything a captured step reads or writes, allocated once. */
@@ -271,7 +265,14 @@ export function createLayeredEngine(
   if (weights.embed.device !== 'cuda') {
     throw new QkDeviceError('needs its weights on "cuda"; load them with device "cuda".', op);
   }
-  checkWeightsMatchConfig(op, config, weights);
+  const { quantized } = options;
+  if (quantized === undefined) checkWeightsMatchConfig(op, config, weights);
+  else {
+    if (options.megakernel)
+      throw new QkValueError(op, 'quantized', `cannot be given: ${MEGAKERNEL_FLOAT_ONLY}.`);
+    checkQuantizedWeights(op, config, weights, quantized);
+    checkFusable(quantized);
+  }
   const { maxContext } = options;
   if (!Number.isSafeInteger(maxContext) || maxContext < 1) {
     throw new QkValueError(op, 'maxContext', `must be a positive integer, got ${maxContext}.`);
@@ -286,65 +287,52 @@ export function createLayeredEngine(
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${options.vocabLimit}.`);
   }
   const megakernelSteps = options.megakernel
-    ? integerOption(
-        op,
-        'megakernelSteps',
-        options.megakernelSteps,
-        'QK_MEGAKERNEL_STEPS',
-        () => 4,
-        1,
-        Qwen3Megakernel.MAX_STEPS,
-      )
+    ? integerOption(op, 'megakernelSteps', options.megakernelSteps, () => 4, 1, Qwen3Megakernel.MAX_STEPS)
     : 1;
   const megakernelUntil = options.megakernel
-    ? integerOption(
-        op,
-        'megakernelUntil',
-        options.megakernelUntil,
-        'QK_MEGAKERNEL_UNTIL',
-        () => megakernelHandoff(config),
-        0,
-      )
+    ? integerOption(op, 'megakernelUntil', options.megakernelUntil, () => megakernelHandoff(config), 0)
     : 0;
+  // Checked here, before any allocation, so that the error names the engine's option.
+  const megakernelTuning = options.megakernel
+    ? checkMegakernelTuning(op, options.megakernelTuning)
+    : undefined;
   const dtype = weights.embed.dtype;
   const eps = config.rmsNormEps;
   const theta = config.ropeTheta;
 
-  const layers: Layer[] = weights.layers.map((w) => {
-    const {
-      fused: qkv,
-      views: [q, k, v],
-    } = fuseRows([w.q, w.k, w.v]);
-    const {
-      fused: gateUp,
-      views: [gate, up],
-    } = fuseRows([w.gate, w.up]);
-    for (const t of [w.q, w.k, w.v, w.gate, w.up]) t.dispose();
-    return {
-      inputNorm: w.inputNorm,
-      qkv,
-      q: q!,
-      k: k!,
-      v: v!,
-      qNorm: w.qNorm,
-      kNorm: w.kNorm,
-      o: w.o,
-      postNorm: w.postNorm,
-      gateUp,
-      gate: gate!,
-      up: up!,
-      down: w.down,
-      kCache: Tensor.empty([maxContext, KV, D], dtype, 'cuda'),
-      vCache: Tensor.empty([maxContext, KV, D], dtype, 'cuda'),
-    };
-  });
+  const target = { device: 'cuda' as const, dtype, shared: new Map<string, T>() };
   const { embed, norm, lmHead } = weights;
-  const workspace = attentionWorkspace(H, D, maxContext);
+  const layers: Layer[] = [];
+  /** What this engine allocated so far: freed when making the rest fails (the caller frees the weights it gave). */
+  const own = new Set<Tensor>();
+  let workspace: Tensor<'u8'>;
   let megakernel: Qwen3Megakernel | null = null;
-  // A diagnostic: QK_MEGAKERNEL_TRACE=FILE records per-stage timings of every step, written as JSON at dispose.
-  const traceFile = process.env.QK_MEGAKERNEL_TRACE || undefined;
-  if (options.megakernel) {
-    try {
+  const onTrace = options.megakernelTrace;
+  try {
+    for (const [i, w] of weights.layers.entries()) {
+      const projections = buildLayerProjections(w, quantized?.[i], target);
+      // Float layers: the fused q|k|v and gate|up are copies (o and down stay the caller's); quantized: all copies.
+      // Their views hold the memory too (a view retains its buffer), so they go with them.
+      const { o, down, ...fused } = projections;
+      const made = quantized === undefined ? Object.values(fused) : Object.values(projections);
+      for (const t of made.flatMap(projectionTensors)) own.add(t);
+      const kCache = Tensor.empty([maxContext, KV, D], dtype, 'cuda');
+      own.add(kCache);
+      const vCache = Tensor.empty([maxContext, KV, D], dtype, 'cuda');
+      own.add(vCache);
+      layers.push({
+        ...projections,
+        inputNorm: w.inputNorm,
+        qNorm: w.qNorm,
+        kNorm: w.kNorm,
+        postNorm: w.postNorm,
+        kCache,
+        vCache,
+      });
+    }
+    workspace = attentionWorkspace(H, D, maxContext);
+    own.add(workspace);
+    if (options.megakernel) {
       megakernel = new Qwen3Megakernel({
         hidden,
         qHeads: H,
@@ -352,7 +340,13 @@ export function createLayeredEngine(
         ffn: config.intermediateSize,
         layers: layers.length,
         vocab: vocabSize,
-        layerTensors: layers,
+        layerTensors: layers.map((l) => ({
+          ...l,
+          qkv: floatWeight(l.qkv, 'qkv'),
+          o: floatWeight(l.o, 'o'),
+          gateUp: floatWeight(l.gateUp, 'gateUp'),
+          down: floatWeight(l.down, 'down'),
+        })),
         embed,
         finalNorm: norm,
         lmHead,
@@ -360,19 +354,28 @@ export function createLayeredEngine(
         ropeTheta: theta,
         maxContext,
         vocabLimit,
-        trace: traceFile !== undefined,
+        trace: onTrace !== undefined,
         screen: options.megakernelScreen,
+        tuning: megakernelTuning,
       });
-    } catch (e) {
-      // The fused weights and caches are this engine's own; the caller frees the rest of the weights.
-      for (const l of layers) for (const t of [l.qkv, l.gateUp, l.kCache, l.vCache]) t.dispose();
-      workspace.dispose();
-      throw e;
     }
+  } catch (e) {
+    for (const t of own) t.dispose();
+    for (const t of target.shared.values()) t.dispose();
+    if (!(e instanceof QkOutOfMemoryError)) throw e;
+    const cacheBytes = 2 * config.numLayers * maxContext * KV * D * (dtype === 'f32' ? 4 : 2);
+    throw engineOutOfMemory(op, options.megakernel ? 'megakernel' : 'layered', e, {
+      maxContext,
+      bytes: cacheBytes,
+    });
   }
+  // The engine now holds device copies of the quantized projections.
+  if (quantized !== undefined) disposeQuantizedLayers(quantized);
 
   let table = defaultModules();
   let step: StepBuffers | null = null;
+  /** Device state of the sampling controls, made on the first step that asks for any. */
+  let sampler: DeviceSampler | null = null;
   /** Captured decode steps by bucket of cache rows (see {@link decodeRows}). */
   const graphs = new Map<number, CudaGraph>();
   /** The cache rows the decode step being run or captured attends over. */
@@ -395,6 +398,41 @@ export function createLayeredEngine(
   const live = (what: string) => {
     if (disposed) throw new QkDisposedError(`layeredEngine.${what}`);
   };
+
+  /** The engine's float weights by the cpu engine's names for them (a quantized projection: its scales). */
+  function* namedWeights(): Generator<readonly [string, Tensor]> {
+    yield ['embed', embed];
+    for (const [i, l] of layers.entries()) {
+      for (const key of ['inputNorm', 'qNorm', 'kNorm', 'postNorm'] as const)
+        yield [`layers[${i}].${key}`, l[key]];
+      for (const key of ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const) {
+        for (const t of projectionTensors(l[key])) yield [`layers[${i}].${key}`, t];
+      }
+    }
+    yield ['norm', norm];
+    yield ['lmHead', lmHead];
+  }
+
+  /**
+   * `pick()`'s result for generation step `stepIndex`, or {@link QkNonFiniteError} where that step's logits were
+   * refused as non-finite: a token id (`id(result)`) of −1 from the checked argmax / sampling kernels, or @qk/ops
+   * refusing them (`sample`, the megakernel). See nonfinite.ts.
+   */
+  function finiteToken<R>(stepIndex: number, pick: () => R, id: (r: R) => number): R {
+    let r: R;
+    try {
+      r = pick();
+    } catch (e) {
+      if (isNonFiniteLogitsError(e)) throw nonFiniteError(stepIndex, namedWeights());
+      throw e;
+    }
+    if (id(r) < 0) throw nonFiniteError(stepIndex, namedWeights());
+    return r;
+  }
+
+  /** The greedy token of a `[1, vocab]` logits row, −1 where the row is refused (NaN or +∞, or all −∞). */
+  const greedyToken = (logits: T): number =>
+    sample(logits.reshape([vocabSize]).slice(0, vocabLimit), { temperature: 0, checkIds: false }).item();
 
   /** QK-norm + RoPE of one q|k|v projection's q and k heads into `q`, k and v appended at `positions`. */
   function appendAttentionInputs(layer: Layer, qkv: T, positions: Tensor<'i32'>, q: T): void {
@@ -437,7 +475,7 @@ export function createLayeredEngine(
       if (table.names.rope === 'fused') {
         // One projection over the fused [q; k; v] weight, then one kernel: QK-norm + RoPE of q and k, k and v
         // appended to the cache.
-        const qkv = linear(b.x, layer.qkv, tokens === 1 ? { out: b.qkv! } : {});
+        const qkv = project(b.x, layer.qkv, tokens === 1 ? b.qkv! : undefined);
         appendAttentionInputs(layer, qkv, b.position, b.q);
         if (tokens > 1) qkv.dispose();
       } else {
@@ -446,15 +484,15 @@ export function createLayeredEngine(
         let kIn: T;
         let vIn: T;
         if (tokens === 1) {
-          linear(b.x, layer.qkv, { out: b.qkv! });
+          project(b.x, layer.qkv, b.qkv!);
           const heads = b.qkv!.reshape([H + 2 * KV, D]);
           qIn = heads.slice(0, H).reshape([1, H, D]);
           kIn = heads.slice(H, H + KV).reshape([1, KV, D]);
           vIn = heads.slice(H + KV).reshape([1, KV, D]);
         } else {
-          qIn = linear(b.x, layer.q).reshape([tokens, H, D]);
-          kIn = linear(b.x, layer.k).reshape([tokens, KV, D]);
-          vIn = linear(b.x, layer.v).reshape([tokens, KV, D]);
+          qIn = project(b.x, layer.q).reshape([tokens, H, D]);
+          kIn = project(b.x, layer.k).reshape([tokens, KV, D]);
+          vIn = project(b.x, layer.v).reshape([tokens, KV, D]);
         }
         m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
         m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
@@ -471,7 +509,7 @@ export function createLayeredEngine(
         workspace,
         out: b.attn,
       });
-      linear(b.attn.reshape([tokens, H * D]), layer.o, { out: b.o });
+      project(b.attn.reshape([tokens, H * D]), layer.o, b.o);
       m.rmsnorm({
         x: b.o,
         residual: b.residual,
@@ -501,13 +539,15 @@ export function createLayeredEngine(
   function decodeFused(b: StepBuffers): void {
     const m = table.modules;
     layers.forEach((layer, i) => {
-      if (i === 0) rmsnormLinear(b.residual, layer.inputNorm, layer.qkv, { eps, out: b.qkv });
+      // `b.x` is free in this step: a quantized projection normalises its input into it (see normProject).
+      if (i === 0) normProject(b.residual, layer.inputNorm, layer.qkv, { eps, out: b.qkv, normed: b.x });
       else {
-        rmsnormLinear(b.mlp, layer.inputNorm, layer.qkv, {
+        normProject(b.mlp, layer.inputNorm, layer.qkv, {
           eps,
           residual: b.residualAlt,
           residualOut: b.residual,
           out: b.qkv,
+          normed: b.x,
         });
       }
       appendAttentionInputs(layer, b.qkv, b.position, b.q);
@@ -520,15 +560,16 @@ export function createLayeredEngine(
         workspace,
         out: b.attn,
       });
-      linear(b.attn.reshape([1, H * D]), layer.o, { out: b.o });
-      rmsnormLinear(b.o, layer.postNorm, layer.gateUp, {
+      project(b.attn.reshape([1, H * D]), layer.o, b.o);
+      normProject(b.o, layer.postNorm, layer.gateUp, {
         eps,
         residual: b.residual,
         residualOut: b.residualAlt,
-        glu: 'swiglu',
+        glu: true,
         out: b.h,
+        normed: b.x,
       });
-      linear(b.h, layer.down, { out: b.mlp });
+      project(b.h, layer.down, b.mlp);
     });
     rmsnormLinear(b.mlp, norm, lmHead, { eps, residual: b.residualAlt, out: b.logits });
   }
@@ -567,7 +608,13 @@ export function createLayeredEngine(
       runLayers(table.modules, b, 1, 0, b.length);
       linear(b.x, lmHead, { out: b.logits });
     }
-    argmax(b.logits.reshape([vocabSize]).slice(0, vocabLimit), { out: b.next });
+    // `sample`'s greedy path is the argmax kernel that also refuses the row (id −1) when it holds NaN or +∞: the
+    // same read of the logits, so the non-finite check is free (see nonfinite.ts).
+    sample(b.logits.reshape([vocabSize]).slice(0, vocabLimit), {
+      temperature: 0,
+      out: b.next,
+      checkIds: false,
+    });
   }
 
   /** The cache rows a decode step at `position` attends over: a power of two ≥ 256 above it, at most maxContext. */
@@ -661,7 +708,7 @@ export function createLayeredEngine(
     return {
       logits,
       owned: true,
-      greedy: () => argmax(logits.reshape([vocabSize]).slice(0, vocabLimit)).item(),
+      greedy: () => greedyToken(logits),
       settled,
     };
   }
@@ -740,6 +787,11 @@ export function createLayeredEngine(
       throw e;
     }
     filled = position + 1;
+    if (token < 0) {
+      // Refused logits (the layered graph's checked argmax): nothing may be fed this id; the caller reports it.
+      ahead = null;
+      return token;
+    }
     if (index + 1 < queued.steps) {
       queued.inputs.length = index + 1;
       queued.inputs.push(token);
@@ -786,6 +838,12 @@ export function createLayeredEngine(
   const engine: Engine = {
     name: megakernel === null ? 'layered' : 'megakernel',
     ...(megakernel === null ? {} : { lmScreen: megakernel.screened }),
+    weightInfo: weightInfo(layers, [
+      embed,
+      lmHead,
+      norm,
+      ...layers.flatMap((l) => [l.inputNorm, l.qNorm, l.kNorm, l.postNorm]),
+    ]),
     config,
     dtype,
     maxContext,
@@ -795,7 +853,12 @@ export function createLayeredEngine(
       const f32 = r.logits.to('f32');
       try {
         const data = f32.to('cpu').data as Float32Array;
-        r.settled();
+        try {
+          r.settled();
+        } catch (e) {
+          // The megakernel's argmax refused them: the caller asked for the logits and sees their NaN/Inf itself.
+          if (!isNonFiniteLogitsError(e)) throw e;
+        }
         return data;
       } finally {
         if (f32 !== r.logits) f32.dispose();
@@ -805,25 +868,34 @@ export function createLayeredEngine(
     next(ids, start, sampling: SamplingParams, stepIndex) {
       live('next');
       checkSampling(op, sampling);
-      if (ids.length === 1 && sampling.temperature === 0) return nextQueuedDecode(ids[0]!, start, null);
-      if (ids.length === 1 && inMegakernel(start) && sampledInKernel(sampling)) {
-        return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex });
+      refuseControlsInNext(op, sampling);
+      return finiteToken(
+        stepIndex,
+        () => nextToken(ids, start, sampling, stepIndex),
+        (t) => t,
+      );
+    },
+    /**
+     * A step with the sampling controls (penalties, bias, min-p, a constraint's mask, log-probabilities), applied on
+     * the GPU by {@link DeviceSampler} to the step's logits row. The layered graph computes that row anyway. The
+     * megakernel samples inside its persistent kernel, which knows none of the controls, so such a step runs as one
+     * megakernel step per launch that writes its full logits row (no int8 LM-head screen, no steps queued ahead),
+     * and the sampling kernels run after it on the same stream. The controls thus cost the multi-step launch, the
+     * screen (it saves about half the LM head's bytes, ~0.15 of the ~1.19 GB a Qwen3-0.6B step reads), the controls
+     * and sampling kernels and one host round trip per token; generations without controls never take this path.
+     */
+    choose(ids, start, sampling: SamplingParams, stepIndex, controls) {
+      live('choose');
+      checkSampling(op, sampling);
+      checkStepControls(op, controls);
+      if (!Number.isSafeInteger(stepIndex) || stepIndex < 0) {
+        throw new QkValueError(op, 'step', `must be a non-negative integer, got ${stepIndex}.`);
       }
-      const r = forward(ids, start);
-      try {
-        if (sampling.temperature === 0) return r.greedy();
-        const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
-        const token = sample(row, {
-          temperature: sampling.temperature,
-          topK: sampling.topK,
-          topP: sampling.topP,
-          seed: stepSeed(sampling.seed, stepIndex),
-        }).item();
-        r.settled();
-        return token;
-      } finally {
-        if (r.owned) r.logits.dispose();
-      }
+      return finiteToken(
+        stepIndex,
+        () => chooseToken(ids, start, sampling, stepIndex, controls),
+        (t) => t.id,
+      );
     },
     // The megakernel's decode step is one fixed kernel: nothing to swap.
     ...(megakernel === null ? patchable : {}),
@@ -832,17 +904,78 @@ export function createLayeredEngine(
       disposed = true;
       invalidateGraph();
       const summary = megakernel?.traceSummary();
-      if (summary && traceFile !== undefined)
-        writeFileSync(traceFile, `${JSON.stringify(summary, null, 1)}\n`);
       megakernel?.dispose();
+      sampler?.dispose();
       if (step !== null) for (const t of Object.values(step)) t.dispose();
       const seen = new Set<Tensor>();
-      for (const l of layers) for (const t of Object.values(l)) seen.add(t);
+      for (const l of layers) for (const t of layerTensors(l)) seen.add(t);
       for (const t of [embed, norm, lmHead, workspace]) seen.add(t);
       for (const t of seen) t.dispose();
+      // (after everything is freed: a callback that throws leaks nothing)
+      if (summary && onTrace !== undefined) onTrace(summary);
     },
   };
   return engine;
+
+  /** The token of {@link Engine.next}: −1 where the logits were refused (see {@link finiteToken}). */
+  function nextToken(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+  ): number {
+    if (ids.length === 1 && sampling.temperature === 0) return nextQueuedDecode(ids[0]!, start, null);
+    if (ids.length === 1 && inMegakernel(start) && sampledInKernel(sampling)) {
+      return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex });
+    }
+    const r = forward(ids, start);
+    try {
+      if (sampling.temperature === 0) return r.greedy();
+      const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
+      let token: number;
+      try {
+        token = sample(row, {
+          temperature: sampling.temperature,
+          topK: sampling.topK,
+          topP: sampling.topP,
+          seed: stepSeed(sampling.seed, stepIndex),
+        }).item();
+      } catch (e) {
+        r.settled(); // a failed megakernel step explains refused logits as well as `sample` does
+        throw e;
+      }
+      r.settled();
+      return token;
+    } finally {
+      if (r.owned) r.logits.dispose();
+    }
+  }
+
+  /** The token of {@link Engine.choose}, by the controls (see {@link finiteToken}). */
+  function chooseToken(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+    controls: StepControls,
+  ): SampledToken {
+    const r = forward(ids, start);
+    try {
+      sampler ??= new DeviceSampler(vocabLimit);
+      const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit).reshape([1, vocabLimit]);
+      let token: SampledToken;
+      try {
+        token = sampler.choose(row, sampling, stepIndex, controls);
+      } catch (e) {
+        r.settled(); // a failed megakernel step explains bad logits better than the sampler can
+        throw e;
+      }
+      r.settled();
+      return token;
+    } finally {
+      if (r.owned) r.logits.dispose();
+    }
+  }
 
   function invalidateGraph(): void {
     ahead = null;

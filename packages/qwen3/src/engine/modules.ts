@@ -9,8 +9,6 @@ import {
   attention,
   type FloatDType,
   fusedAddRmsnorm,
-  linear,
-  linearSwiglu,
   QkValueError,
   qkNorm,
   qkNormRope,
@@ -21,6 +19,7 @@ import {
   type Tensor,
 } from '@qk/ops';
 import type { ModuleKind, PatchSpec } from '../types.js';
+import { type Projection, project, projectSwiglu } from './projections.js';
 
 type T = Tensor<FloatDType>;
 
@@ -47,8 +46,19 @@ export type RopeModule = (args: {
   out: T;
 }) => void;
 
-/** The SwiGLU MLP: `out = down(silu(gate(x)) · up(x))`; `gateUp` is the fused `[2·ffn, hidden]` weight. */
-export type MlpModule = (args: { x: T; gateUp: T; gate: T; up: T; down: T; out: T }) => void;
+/**
+ * The SwiGLU MLP: `out = down(silu(gate(x)) · up(x))`; `gateUp` is the fused `[2·ffn, hidden]` weight, `gate` and
+ * `up` views of its halves. Each is a {@link Projection}: a float tensor, or on an int8/int4 model a quantized
+ * weight; `project(x, w)` (exported) applies either.
+ */
+export type MlpModule = (args: {
+  x: T;
+  gateUp: Projection;
+  gate: Projection;
+  up: Projection;
+  down: Projection;
+  out: T;
+}) => void;
 
 /**
  * Attention of `q` `[tokens, heads, headDim]` over the cache rows `k`, `v` `[rows, kvHeads, headDim]`. A decode step
@@ -99,15 +109,16 @@ const ROPE: Record<string, RopeModule> = {
 
 const MLP: Record<string, MlpModule> = {
   fused: ({ x, gateUp, down, out }) => {
-    const h = linearSwiglu(x, gateUp); // SwiGLU in the gate/up GEMV's epilogue (one kernel up to 8 rows)
-    linear(h, down, { out });
+    // Float: SwiGLU in the gate/up GEMV's epilogue (one kernel up to 8 rows); quantized: the GEMV, then swigluFused.
+    const h = projectSwiglu(x, gateUp);
+    project(h, down, out);
     h.dispose();
   },
   eager: ({ x, gate, up, down, out }) => {
-    const g = linear(x, gate);
-    const u = linear(x, up);
+    const g = project(x, gate);
+    const u = project(x, up);
     const h = swigluEager(g, u);
-    linear(h, down, { out });
+    project(h, down, out);
     for (const t of [g, u, h]) t.dispose();
   },
 };

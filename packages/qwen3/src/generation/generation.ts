@@ -2,9 +2,23 @@
  * A running generation: the token loop (prefill, then one decode step per token, yielding to the event loop in
  * between so abort signals and Ctrl-C are seen) and the `Generation` object that streams its text.
  */
-import { pickToken } from '../engine/sampling.js';
+import {
+  chooseToken,
+  hasLogitControls,
+  maskWordsFor,
+  noTokenAllowed,
+  pickToken,
+} from '../engine/sampling.js';
 import { QkAbortError, QkBusyError } from '../errors.js';
-import type { Engine, Qwen3Tokenizer, SamplingParams } from '../types.js';
+import type {
+  Engine,
+  Qwen3Tokenizer,
+  SampledToken,
+  SamplingParams,
+  StepControls,
+  TokenHistory,
+} from '../types.js';
+import type { TokenConstraint } from './constraint.js';
 import type { PrefixCache } from './prefix-cache.js';
 import type { Turn } from './queue.js';
 import { StopStringFilter } from './stop-strings.js';
@@ -48,12 +62,29 @@ export interface GenerationResult {
    * include the tokens that spelled it.
    */
   readonly ids: readonly number[];
+  /**
+   * When `logprobs` or `topLogprobs` was asked for: per id of {@link ids}, its log-probability under the model's raw
+   * distribution and the most likely alternatives.
+   */
+  readonly logprobs?: readonly SampledToken[];
   readonly stats: GenerationStats;
+}
+
+/**
+ * One piece of a generation's stream as {@link Generation.chunks} delivers it: the text that became final and the
+ * tokens produced since the previous chunk (with their log-probabilities when asked for). Text and tokens do not
+ * align one to one: a token can end inside a UTF-8 character or a possible stop string, and its text then comes
+ * with a later chunk; the last chunk may carry text and no token.
+ */
+export interface GenerationChunk {
+  readonly text: string;
+  readonly tokens: readonly SampledToken[];
 }
 
 /** Where a producer delivers text, and how it learns that the consumer left. */
 export interface GenerationSink {
-  push(chunk: string): void;
+  /** Delivers `chunk` of text and the token that produced it (absent for text that no new token came with). */
+  push(chunk: string, token?: SampledToken): void;
   /** True once every iterator that was reading left its loop early (`break`, `return`, a thrown error). */
   readonly cancelled: boolean;
 }
@@ -68,7 +99,7 @@ export interface GenerationSink {
 export class Generation implements AsyncIterable<string> {
   /** Resolves when the generation ends; rejects with its error (`QkAbortError`, `QkBusyError`, …). */
   readonly result: Promise<GenerationResult>;
-  readonly #chunks: string[] = [];
+  readonly #chunks: GenerationChunk[] = [];
   #state: 'running' | 'done' | 'failed' = 'running';
   #value: GenerationResult | undefined;
   #error: unknown;
@@ -82,9 +113,9 @@ export class Generation implements AsyncIterable<string> {
   constructor(producer: (sink: GenerationSink) => Promise<GenerationResult>) {
     const self = this;
     const sink: GenerationSink = {
-      push(chunk) {
-        if (chunk.length === 0) return;
-        self.#chunks.push(chunk);
+      push(chunk, token) {
+        if (chunk.length === 0 && token === undefined) return;
+        self.#chunks.push({ text: chunk, tokens: token === undefined ? [] : [token] });
         self.#wake();
       },
       get cancelled() {
@@ -119,6 +150,25 @@ export class Generation implements AsyncIterable<string> {
 
   /** The text chunks, then (as the iterator's return value) the {@link GenerationResult}. */
   async *[Symbol.asyncIterator](): AsyncGenerator<string, GenerationResult, undefined> {
+    const chunks = this.chunks();
+    try {
+      for (;;) {
+        const r = await chunks.next();
+        if (r.done) return r.value;
+        if (r.value.text.length > 0) yield r.value.text;
+      }
+    } finally {
+      // Leaving this loop early must leave the chunk loop too: that is what cancels the generation.
+      await chunks.return(undefined as never);
+    }
+  }
+
+  /**
+   * The stream with its tokens: one {@link GenerationChunk} per generated token (its text may be empty while a
+   * character or a possible stop string is incomplete), then the {@link GenerationResult} as the return value.
+   * Leaving the loop early cancels the generation, as with the text iterator.
+   */
+  async *chunks(): AsyncGenerator<GenerationChunk, GenerationResult, undefined> {
     let next = 0;
     let completed = false;
     try {
@@ -158,6 +208,10 @@ export interface GenerationJob {
   readonly calledAt: number;
   /** What the engine's cache holds, for prefix reuse; absent: every prefill starts at position 0. */
   readonly prefix?: PrefixCache;
+  /** Restricts each step's tokens (see {@link TokenConstraint}); absent: none. */
+  readonly constraint?: TokenConstraint;
+  /** Log-probabilities to report: alternatives per token, or absent / `null` for none. */
+  readonly topLogprobs?: number | null;
 }
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -213,30 +267,86 @@ export interface PiecewiseEngine {
     step: number,
     between: () => Promise<void>,
   ): Promise<number>;
+  /** `Engine.choose` in pieces, as `nextAsync` is `next` in pieces. */
+  chooseAsync?(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    step: number,
+    controls: StepControls,
+    between: () => Promise<void>,
+  ): Promise<SampledToken>;
 }
 
 function isPiecewise(engine: unknown): engine is PiecewiseEngine {
   return typeof (engine as Partial<PiecewiseEngine>).nextAsync === 'function';
 }
 
+/** Whether the job's steps go through `Engine.choose` (controls, a constraint or log-probabilities). */
+function needsControls(job: GenerationJob): boolean {
+  return (
+    hasLogitControls(job.sampling) ||
+    job.constraint !== undefined ||
+    (job.topLogprobs !== undefined && job.topLogprobs !== null)
+  );
+}
+
+/** The engine's pick for the token after `ids`, with `controls` when the job has any (see {@link needsControls}). */
 async function nextToken(
   job: GenerationJob,
   ids: readonly number[],
   start: number,
   step: number,
-): Promise<number> {
-  const { engine } = job;
+  controls: StepControls | null,
+): Promise<SampledToken> {
+  const { engine, sampling } = job;
   // Where the engine allows it, abort signals and Ctrl-C are seen between layers, not only between tokens.
-  const token = isPiecewise(engine)
-    ? await engine.nextAsync(ids, start, job.sampling, step, async () => {
-        await yieldToEventLoop();
-        throwIfInterrupted(job);
-      })
-    : engine.next(ids, start, job.sampling, step);
-  if (token < job.textVocabSize || job.stopIds.has(token)) return token;
-  const logits = job.engine.logits(ids, start);
+  const between = async () => {
+    await yieldToEventLoop();
+    throwIfInterrupted(job);
+  };
+  let choice: SampledToken;
+  if (controls === null) {
+    const id = isPiecewise(engine)
+      ? await engine.nextAsync(ids, start, sampling, step, between)
+      : engine.next(ids, start, sampling, step);
+    choice = { id };
+  } else if (isPiecewise(engine) && engine.chooseAsync !== undefined) {
+    choice = await engine.chooseAsync(ids, start, sampling, step, controls, between);
+  } else if (engine.choose !== undefined) {
+    choice = engine.choose(ids, start, sampling, step, controls);
+  } else {
+    // An engine without controls of its own: its logits through the TypeScript reference.
+    return chooseToken(engine.logits(ids, start), sampling, step, controls, job.textVocabSize);
+  }
+  if (choice.id < job.textVocabSize || job.stopIds.has(choice.id)) return choice;
+  const logits = engine.logits(ids, start);
+  if (controls !== null) return chooseToken(logits, sampling, step, controls, job.textVocabSize);
   logits.fill(-Infinity, job.textVocabSize);
-  return pickToken(logits, job.sampling, step);
+  return { id: pickToken(logits, sampling, step) };
+}
+
+/**
+ * The controls of step `step`: the constraint's mask (checked to allow a printable token), the history and the
+ * log-probabilities asked for; `null` when the job needs none.
+ */
+function stepControls(job: GenerationJob, history: TokenHistory, step: number): StepControls | null {
+  if (!needsControls(job)) return null;
+  let mask: Uint32Array | null = null;
+  if (job.constraint !== undefined) {
+    mask = job.constraint.nextMask();
+    if (mask !== null) {
+      if (!(mask instanceof Uint32Array)) {
+        throw new TypeError('constraint.nextMask() must return a Uint32Array bitset or null.');
+      }
+      const vocab = job.engine.config.vocabSize;
+      if (!maskWordsFor(mask, vocab, Math.min(job.textVocabSize, vocab)).any)
+        throw noTokenAllowed('generate', step);
+      // The constraint may reuse its array: the engine reads a copy.
+      mask = mask.slice();
+    }
+  }
+  return { history, mask, topLogprobs: job.topLogprobs ?? null };
 }
 
 /** The token loop of one generation: waits its turn, prefills, decodes until a finish reason, streams to `sink`. */
@@ -250,14 +360,20 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
     const filter = new StopStringFilter(job.stop);
     const ids: number[] = [];
     let text = '';
-    const emit = (chunk: string) => {
+    const emit = (chunk: string, token?: SampledToken) => {
       text += chunk;
-      sink.push(chunk);
+      sink.push(chunk, token);
     };
     const startedAt = performance.now();
     // Rows the cache already holds for the prompt's start are not computed again (see prefix-cache.ts).
     const cached = job.prefix?.claim(promptIds) ?? 0;
-    let token = await nextToken(job, promptIds.slice(cached), cached, 0);
+    const history: TokenHistory = { prompt: promptIds, generated: ids };
+    const logprobs: SampledToken[] | undefined =
+      job.topLogprobs === undefined || job.topLogprobs === null ? undefined : [];
+    const { constraint } = job;
+    let choice = await nextToken(job, promptIds.slice(cached), cached, 0, stepControls(job, history, 0));
+    constraint?.accept(choice.id);
+    let token = choice.id;
     job.prefix?.extend(promptIds.slice(cached));
     const firstAt = performance.now();
     let lastAt = firstAt;
@@ -269,10 +385,15 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
         break;
       }
       ids.push(token);
+      logprobs?.push(choice);
       const filtered = filter.push(stream.push(token));
-      emit(filtered.text);
+      emit(filtered.text, choice);
       if (filtered.stopped) {
         finishReason = 'stop-string';
+        break;
+      }
+      if (constraint?.isComplete()) {
+        finishReason = 'stop';
         break;
       }
       if (ids.length >= job.maxTokens) {
@@ -285,7 +406,16 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
         finishReason = 'cancelled';
         break;
       }
-      token = await nextToken(job, [token], promptIds.length + ids.length - 1, ids.length);
+      const step = ids.length;
+      choice = await nextToken(
+        job,
+        [token],
+        promptIds.length + step - 1,
+        step,
+        stepControls(job, history, step),
+      );
+      constraint?.accept(choice.id);
+      token = choice.id;
       job.prefix?.extend(ids.slice(-1));
       lastAt = performance.now();
       produced++;
@@ -299,6 +429,7 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
     return {
       text,
       ids,
+      ...(logprobs === undefined ? {} : { logprobs }),
       stats: {
         promptTokens: promptIds.length,
         cachedPromptTokens: cached,

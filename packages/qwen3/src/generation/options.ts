@@ -1,9 +1,11 @@
 /** The options of a generation, their defaults, and the sampling defaults a model directory may carry. */
 import { join } from 'node:path';
-import { QkValueError } from '@qk/ops';
+import { MAX_TOP_LOGPROBS, QkValueError } from '@qk/ops';
+import { checkLogitControls } from '../engine/common.js';
 import { QkCheckpointError } from '../errors.js';
 import type { SamplingParams } from '../types.js';
 import { describeValue, LIMITS, readUntrustedJson } from '../untrusted.js';
+import type { TokenConstraint } from './constraint.js';
 
 /** Options of `Qwen3Model.generate` and `Qwen3Model.chat`. */
 export interface GenerateOptions {
@@ -28,6 +30,49 @@ export interface GenerateOptions {
   readonly stop?: readonly string[];
   /** Aborts the generation: its iterator and `result` reject with `QkAbortError`. Default none. */
   readonly signal?: AbortSignal;
+  /**
+   * Subtracted once from the logit of every token the generation has already produced (OpenAI's
+   * `presence_penalty`), in [-2, 2]. Default 0 (off). Qwen3's model card recommends a value between 0 and 2 (1.5
+   * for its quantized models) against endless repetition; higher values can mix languages into the text.
+   */
+  readonly presencePenalty?: number;
+  /**
+   * Subtracted from the logit of every generated token once per time it occurred (OpenAI's `frequency_penalty`), in
+   * [-2, 2]. Default 0 (off).
+   */
+  readonly frequencyPenalty?: number;
+  /**
+   * HF's `repetition_penalty`, > 0: every token of the prompt or the generated text has its logit divided by it when
+   * positive and multiplied by it when negative, so values above 1 discourage repeats. Default 1 (off).
+   */
+  readonly repetitionPenalty?: number;
+  /**
+   * Min-p sampling, in [0, 1]: tokens whose probability (at the temperature) is below `minP` times the most likely
+   * token's are dropped before top-k / top-p. Default 0 (off); ignored when greedy.
+   */
+  readonly minP?: number;
+  /**
+   * Token id → value in [-100, 100] added to that token's logit before sampling (OpenAI's `logit_bias`; -100 all
+   * but bans a token, +100 all but forces it). A `Map` or a plain object with id keys (`{ "1234": -100 }`). Ids
+   * must lie in the model's vocabulary. Default none.
+   */
+  readonly logitBias?: ReadonlyMap<number, number> | Readonly<Record<string, number>>;
+  /**
+   * Report the log-probability of each generated token under the model's own distribution (the raw logits' softmax,
+   * before penalties, bias, constraint and temperature): in `GenerationResult.logprobs` and in each chunk of
+   * `Generation.chunks()`. Default false.
+   */
+  readonly logprobs?: boolean;
+  /**
+   * Also report the `topLogprobs` most likely tokens at each step (an integer 0–20; implies `logprobs`). Default 0.
+   */
+  readonly topLogprobs?: number;
+  /**
+   * Restricts every step to the tokens the constraint allows (a JSON schema, a grammar, a hand-written rule): its
+   * mask is applied where the engine samples, and the generation ends with finish reason `'stop'` once
+   * `isComplete()`. Greedy decoding then takes the most likely allowed token. Default none.
+   */
+  readonly constraint?: TokenConstraint;
 }
 
 /** Sampling defaults of a model: what {@link GenerateOptions} falls back to. */
@@ -53,6 +98,63 @@ export interface ResolvedGenerateOptions {
   readonly sampling: SamplingParams;
   readonly stop: readonly string[];
   readonly signal: AbortSignal | undefined;
+  readonly constraint: TokenConstraint | undefined;
+  /** Alternatives to report per token, or `null` when log-probabilities were not asked for. */
+  readonly topLogprobs: number | null;
+}
+
+/** The most alternatives {@link GenerateOptions.topLogprobs} can ask for (OpenAI's limit, `@qk/ops`' too). */
+export { MAX_TOP_LOGPROBS };
+
+/** `logitBias` as a checked map; ids at or past `vocabSize` (when given) are refused. */
+function resolveLogitBias(
+  op: string,
+  bias: GenerateOptions['logitBias'],
+  vocabSize: number | undefined,
+): ReadonlyMap<number, number> | undefined {
+  if (bias === undefined) return undefined;
+  if (bias === null || typeof bias !== 'object' || Array.isArray(bias)) {
+    throw new QkValueError(op, 'logitBias', 'must be a Map or an object of token id → bias.');
+  }
+  const entries: [unknown, unknown][] =
+    bias instanceof Map
+      ? [...bias]
+      : Object.entries(bias).map(([k, v]) => [/^\d+$/.test(k) ? Number(k) : k, v]);
+  const map = new Map<number, number>();
+  for (const [id, value] of entries) {
+    if (
+      typeof id !== 'number' ||
+      !Number.isSafeInteger(id) ||
+      id < 0 ||
+      (vocabSize !== undefined && id >= vocabSize)
+    ) {
+      throw new QkValueError(
+        op,
+        'logitBias',
+        `has key ${JSON.stringify(id)}; keys must be token ids in [0, ${vocabSize ?? 'vocab'}).`,
+      );
+    }
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < -100 || value > 100) {
+      throw new QkValueError(
+        op,
+        'logitBias',
+        `maps token ${id} to ${String(value)}; biases must lie in [-100, 100] (-100 all but bans a token).`,
+      );
+    }
+    if (value !== 0) map.set(id, value);
+  }
+  return map.size > 0 ? map : undefined;
+}
+
+function isConstraint(c: unknown): c is TokenConstraint {
+  const o = c as Partial<TokenConstraint> | null;
+  return (
+    typeof o === 'object' &&
+    o !== null &&
+    typeof o.nextMask === 'function' &&
+    typeof o.accept === 'function' &&
+    typeof o.isComplete === 'function'
+  );
 }
 
 /**
@@ -64,6 +166,7 @@ export function resolveGenerateOptions(
   op: string,
   options: GenerateOptions | undefined,
   defaults: SamplingDefaults,
+  vocabSize?: number,
 ): ResolvedGenerateOptions {
   const o = options ?? {};
   if (typeof o !== 'object')
@@ -99,7 +202,50 @@ export function resolveGenerateOptions(
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
     throw new QkValueError(op, 'signal', 'must be an AbortSignal.');
   }
-  return { maxTokens, sampling: { temperature, topK, topP, seed }, stop, signal: o.signal };
+  const sampling: SamplingParams = {
+    temperature,
+    topK,
+    topP,
+    seed,
+    ...optionalNumber('presencePenalty', o.presencePenalty, 0),
+    ...optionalNumber('frequencyPenalty', o.frequencyPenalty, 0),
+    ...optionalNumber('repetitionPenalty', o.repetitionPenalty, 1),
+    ...optionalNumber('minP', o.minP, 0),
+  };
+  const logitBias = resolveLogitBias(op, o.logitBias, vocabSize);
+  // The engine's checks name the option and its range (the same sentence whether set here or on an engine).
+  checkLogitControls(op, sampling);
+  if (o.logprobs !== undefined && typeof o.logprobs !== 'boolean') {
+    throw new QkValueError(op, 'logprobs', `must be true or false, got ${describeValue(o.logprobs)}.`);
+  }
+  const top = o.topLogprobs ?? 0;
+  if (!Number.isSafeInteger(top) || top < 0 || top > MAX_TOP_LOGPROBS) {
+    throw new QkValueError(
+      op,
+      'topLogprobs',
+      `must be an integer in [0, ${MAX_TOP_LOGPROBS}], got ${describeValue(o.topLogprobs)}.`,
+    );
+  }
+  if (o.constraint !== undefined && !isConstraint(o.constraint)) {
+    throw new QkValueError(
+      op,
+      'constraint',
+      'must implement TokenConstraint: nextMask(), accept(token) and isComplete().',
+    );
+  }
+  return {
+    maxTokens,
+    sampling: logitBias === undefined ? sampling : { ...sampling, logitBias },
+    stop,
+    signal: o.signal,
+    constraint: o.constraint,
+    topLogprobs: o.logprobs === true || top > 0 ? top : null,
+  };
+}
+
+/** `{ [key]: value }` when `value` is set and not `off` (the engines skip work for controls left off), else `{}`. */
+function optionalNumber(key: string, value: number | undefined, off: number): Record<string, number> {
+  return value === undefined || value === off ? {} : { [key]: value };
 }
 
 /** What a model directory's `generation_config.json` contributes. */

@@ -11,7 +11,7 @@
  */
 import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type FloatDType, Tensor } from '@qk/ops';
+import { type Device, type FloatDType, Tensor } from '@qk/ops';
 import { convertBytes } from '../checkpoint/convert.js';
 import { readCheckpointConfig, TOKENIZER_FILES } from '../checkpoint/files.js';
 import { assembleWeights, expectedTensors } from '../checkpoint/layout.js';
@@ -28,8 +28,10 @@ import {
   LINEAR_KEYS,
   type LinearKey,
   linearName,
+  placed,
   type QuantizedLayer,
   type QuantizedLinear,
+  quantizedOn,
   quantizeLinear,
 } from './quantize.js';
 
@@ -269,9 +271,10 @@ function checkShape(dir: string, name: string, got: readonly number[], want: rea
 }
 
 /**
- * Loads a qk quantized checkpoint: the float tensors (embedding, LM head, norms) in `dtype`, on the CPU, and the
- * quantized projections as they are stored (no re-quantizing). The returned `weights` have no float projections:
- * hand them to `createCpuEngine` together with `quantized`.
+ * Loads a quantized checkpoint (qk's, or AWQ/GPTQ repacked): the float tensors (embedding, LM head, norms) in
+ * `dtype`, and the quantized projections as they are stored (no re-quantizing, no dequantizing), on `device`
+ * (default the CPU; each tensor is copied there as it is read). The returned `weights` have no float projections:
+ * hand them to `createEngine` (cpu or layered) together with `quantized`.
  */
 export async function loadQuantizedCheckpoint<D extends FloatDType>(
   dir: string,
@@ -279,6 +282,7 @@ export async function loadQuantizedCheckpoint<D extends FloatDType>(
   qc: StoredQuantization,
   options: {
     dtype: D;
+    device?: Device;
     onProgress?: (p: LoadProgress) => void;
     signal?: AbortSignal;
     /** Refuse a float tensor holding NaN or ±Inf, naming it (scales are always checked). */
@@ -286,6 +290,7 @@ export async function loadQuantizedCheckpoint<D extends FloatDType>(
   },
 ): Promise<{ weights: Qwen3Weights<D>; quantized: QuantizedLayer[] }> {
   const checkpoint = await openCheckpoint(dir);
+  const device = options.device ?? 'cpu';
   const floats = new Map<string, Tensor<D>>();
   const layers: Record<string, QuantizedLinear>[] = [];
   try {
@@ -329,7 +334,7 @@ export async function loadQuantizedCheckpoint<D extends FloatDType>(
           `tensor ${t.name} holds a non-finite value (NaN or ±Inf) at element ${at}.`,
           dir,
         );
-      floats.set(t.name, Tensor.fromStorage(storage, raw.shape, options.dtype));
+      floats.set(t.name, placed(Tensor.fromStorage(storage, raw.shape, options.dtype), device));
       step(t.name, raw.bytes.byteLength);
     }
     const shapes = Object.fromEntries(
@@ -365,11 +370,14 @@ export async function loadQuantizedCheckpoint<D extends FloatDType>(
               : {}),
           };
           const r = repackInt4(qc.quant_method, packed, out, n, qc.group_size, base, qc.zero_offset);
-          layer[k] = {
-            bits: 4,
-            weight: { qweight: r.qweight, scales: r.scales, groupSize: r.groupSize },
-            offsets: r.offsets,
-          };
+          layer[k] = quantizedOn(
+            {
+              bits: 4,
+              weight: { qweight: r.qweight, scales: r.scales, groupSize: r.groupSize },
+              offsets: r.offsets,
+            },
+            device,
+          );
           step(base, packed.qweight.byteLength + packed.qzeros.byteLength + sc.bytes.byteLength);
           continue;
         }
@@ -416,6 +424,7 @@ export async function loadQuantizedCheckpoint<D extends FloatDType>(
               dir,
             );
         }
+        layer[k] = quantizedOn(layer[k]!, device);
         step(base, qw.bytes.byteLength + sc.bytes.byteLength);
       }
     }

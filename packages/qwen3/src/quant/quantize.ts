@@ -6,6 +6,8 @@
  * costs the most quality.
  */
 import {
+  type Device,
+  type DType,
   type FloatDType,
   type Int4Weight,
   type Int8Weight,
@@ -91,7 +93,8 @@ export function quantizeLinear(
     const why = e instanceof Error ? e.message : String(e);
     throw new QkQuantizationError(name, `cannot be quantized to int${bits}: ${why}`);
   }
-  const scales = q.weight.scales.data;
+  // Scales made on the GPU (a CUDA weight) are read back for the check: the kernel cannot throw, it writes NaN.
+  const scales = q.weight.scales.toFloat32Array();
   for (let i = 0; i < scales.length; i++) {
     if (!Number.isFinite(scales[i]!)) {
       q.weight.qweight.dispose();
@@ -171,6 +174,33 @@ export function quantLinear<D extends FloatDType>(x: Tensor<D>, q: QuantizedLine
 /** `x · Wᵀ` with a float or quantized weight. */
 export function anyLinear<D extends FloatDType>(x: Tensor<D>, w: Tensor<D> | QuantizedLinear): Tensor<D> {
   return 'bits' in w ? quantLinear(x, w) : linear(x, w);
+}
+
+/** `t` on `device`: itself when it is there, else a copy there (and `t` is freed). */
+export function placed<D extends DType>(t: Tensor<D>, device: Device): Tensor<D> {
+  if (t.device === device) return t;
+  const moved = t.to(device);
+  t.dispose();
+  return moved;
+}
+
+/** `q` with its tensors on `device` (those moved are freed where they were). */
+export function quantizedOn(q: QuantizedLinear, device: Device): QuantizedLinear {
+  if (q.bits === 8) {
+    return {
+      bits: 8,
+      weight: { qweight: placed(q.weight.qweight, device), scales: placed(q.weight.scales, device) },
+    };
+  }
+  return {
+    bits: 4,
+    weight: {
+      qweight: placed(q.weight.qweight, device),
+      scales: placed(q.weight.scales, device),
+      groupSize: q.weight.groupSize,
+    },
+    ...(q.offsets === undefined ? {} : { offsets: placed(q.offsets, device) }),
+  };
 }
 
 /** Frees the tensors of quantized layers (partial ones too). */

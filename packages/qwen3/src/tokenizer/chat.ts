@@ -2,6 +2,7 @@
  * Rendering chat messages with the model's own Jinja chat template, after checking them.
  */
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import { checkTools } from '../chat/tools.js';
 import { QkLimitError, QkTokenizerError } from '../errors.js';
 import type { ChatMessage, ChatTemplateOptions } from '../types.js';
 import { LIMITS, quote, safeText } from '../untrusted.js';
@@ -17,8 +18,40 @@ function describe(value: unknown): string {
   return typeof value === 'string' ? quote(value) : typeof value;
 }
 
-/** Checks `messages` the way the template would need them and returns plain copies (role and content only). */
-export function checkMessages(messages: readonly ChatMessage[]): ChatMessage[] {
+/** A message as Qwen3's template reads it (Hugging Face's field names). */
+export interface TemplateMessage {
+  readonly role: ChatMessage['role'];
+  readonly content: string;
+  readonly reasoning_content?: string;
+  readonly tool_calls?: readonly {
+    readonly type: 'function';
+    readonly function: { readonly name: string; readonly arguments: Readonly<Record<string, unknown>> };
+  }[];
+}
+
+/** The text of a message's content: a string, text parts joined, or `''` for none. */
+function contentText(content: unknown, index: number): string {
+  if (typeof content === 'string') return content;
+  if (content === null || content === undefined) return '';
+  if (Array.isArray(content)) {
+    return content
+      .map((part: unknown, i) => {
+        const p = part as { type?: unknown; text?: unknown } | null;
+        if (typeof p === 'object' && p !== null && p.type === 'text' && typeof p.text === 'string')
+          return p.text;
+        throw new QkTokenizerError(
+          `messages[${index}].content[${i}] must be a text part { type: "text", text }, got ${describe(part)}; Qwen3 reads text only.`,
+        );
+      })
+      .join('');
+  }
+  throw new QkTokenizerError(
+    `messages[${index}].content must be a string or an array of text parts, got ${describe(content)}.`,
+  );
+}
+
+/** Checks `messages` the way the template needs them and returns them in the template's shape. */
+export function checkMessages(messages: readonly ChatMessage[]): TemplateMessage[] {
   if (!Array.isArray(messages)) {
     throw new QkTokenizerError(`applyChatTemplate needs an array of messages, got ${describe(messages)}.`);
   }
@@ -33,16 +66,40 @@ export function checkMessages(messages: readonly ChatMessage[]): ChatMessage[] {
         `messages[${index}] must be an object { role, content }, got ${describe(message)}.`,
       );
     }
-    const { role, content } = message as Record<string, unknown>;
+    const { role, content, reasoning, toolCalls } = message as Record<string, unknown>;
     if (typeof role !== 'string' || !ROLES.has(role)) {
       throw new QkTokenizerError(
         `messages[${index}].role must be one of ${[...ROLES].join(', ')}; got ${describe(role)}.`,
       );
     }
-    if (typeof content !== 'string') {
-      throw new QkTokenizerError(`messages[${index}].content must be a string, got ${describe(content)}.`);
+    const checked: { -readonly [K in keyof TemplateMessage]: TemplateMessage[K] } = {
+      role: role as ChatMessage['role'],
+      content: contentText(content, index),
+    };
+    if (reasoning !== undefined) {
+      if (typeof reasoning !== 'string' || role !== 'assistant') {
+        throw new QkTokenizerError(`messages[${index}].reasoning must be a string on an assistant message.`);
+      }
+      checked.reasoning_content = reasoning;
     }
-    return { role: role as ChatMessage['role'], content };
+    if (toolCalls !== undefined) {
+      if (role !== 'assistant' || !Array.isArray(toolCalls)) {
+        throw new QkTokenizerError(`messages[${index}].toolCalls must be an array on an assistant message.`);
+      }
+      checked.tool_calls = toolCalls.map((call: unknown, i) => {
+        const c = call as { name?: unknown; arguments?: unknown } | null;
+        if (typeof c?.name !== 'string' || typeof c.arguments !== 'object' || c.arguments === null) {
+          throw new QkTokenizerError(
+            `messages[${index}].toolCalls[${i}] must be { id, name, arguments: object }, got ${describe(call)}.`,
+          );
+        }
+        return {
+          type: 'function' as const,
+          function: { name: c.name, arguments: c.arguments as Record<string, unknown> },
+        };
+      });
+    }
+    return checked;
   });
 }
 
@@ -245,6 +302,7 @@ export class ChatTemplate {
     const checked = checkMessages(messages);
     const addGenerationPrompt = checkFlag(options, 'addGenerationPrompt', true);
     const enableThinking = checkFlag(options, 'enableThinking', true);
+    const tools = options.tools === undefined ? [] : checkTools('applyChatTemplate', options.tools);
     try {
       return renderWithBudget(
         this.#template.parsed,
@@ -253,6 +311,8 @@ export class ChatTemplate {
           messages: checked,
           add_generation_prompt: addGenerationPrompt,
           enable_thinking: enableThinking,
+          // Templates test `if tools`: an empty list must read as none.
+          tools: tools.length > 0 ? tools : null,
         },
         this.#origin,
         this.#budget,

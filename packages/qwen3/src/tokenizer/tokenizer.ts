@@ -18,6 +18,17 @@ import {
   type TokenizerFiles,
 } from './files.js';
 import { IncrementalDecoder } from './stream.js';
+import type { TokenVocabulary } from './vocabulary.js';
+
+/** `value` with `f` applied to every string inside it (arrays and plain objects copied, other values kept). */
+function mapStrings<T>(value: T, f: (text: string) => string): T {
+  if (typeof value === 'string') return f(value) as T;
+  if (Array.isArray(value)) return value.map((v) => mapStrings(v, f)) as T;
+  if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, mapStrings(v, f)])) as T;
+  }
+  return value;
+}
 
 /** Options of {@link loadTokenizer}. */
 export interface LoadTokenizerOptions {
@@ -47,6 +58,25 @@ interface TokenizerCore {
   readonly specialTexts: readonly string[];
   /** Compiled on first use, so a broken template does not block plain encoding. */
   template?: ChatTemplate;
+  /** How the model's pieces spell bytes, from `tokenizer.json`'s decoder (for grammar engines). */
+  readonly pieceEncoding: TokenVocabulary['encoding'];
+  /** Each id's piece, built on first use by {@link HfQwen3Tokenizer.vocabulary}. */
+  vocabulary?: TokenVocabulary;
+}
+
+/** `byte_level` for GPT-2-style byte-level BPE (Qwen3), `byte_fallback` for `<0xAB>` pieces, else `raw`. */
+function pieceEncodingOf(decoder: unknown): TokenVocabulary['encoding'] {
+  const types: string[] = [];
+  const visit = (d: unknown) => {
+    if (typeof d !== 'object' || d === null) return;
+    const { type, decoders } = d as { type?: unknown; decoders?: unknown };
+    if (typeof type === 'string') types.push(type);
+    if (Array.isArray(decoders)) decoders.forEach(visit);
+  };
+  visit(decoder);
+  if (types.includes('ByteLevel')) return 'byte_level';
+  if (types.includes('ByteFallback')) return 'byte_fallback';
+  return 'raw';
 }
 
 /** Ids of the model vocabulary and the added tokens, from `tokenizer.json`. */
@@ -224,6 +254,7 @@ function buildCore(data: TokenizerData): TokenizerCore {
     source: data.source,
     templateSource: data.chatTemplate,
     config: data.tokenizerConfig,
+    pieceEncoding: pieceEncodingOf(data.tokenizerJson.decoder),
   };
 }
 
@@ -367,14 +398,15 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
     const { parseSpecialTokens = false, ...templateOptions } = options;
     if (parseSpecialTokens) return this.encode(this.applyChatTemplate(messages, templateOptions));
     const specials = this.#core.specialTexts;
-    const checked = checkMessages(messages);
-    if (specials.length === 0) return this.encode(this.applyChatTemplate(checked, templateOptions));
+    checkMessages(messages);
+    if (specials.length === 0) return this.encode(this.applyChatTemplate(messages, templateOptions));
     const nonce = Math.random().toString(36).slice(2, 10);
     const find = new RegExp(specials.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
-    const escaped = checked.map((m) => ({
-      role: m.role,
-      content: m.content.replace(find, (t) => `\ue000${nonce}:${specials.indexOf(t)}\ue001`),
-    }));
+    // Every string of the messages (contents, reasoning, tool arguments) is escaped alike; tool definitions come
+    // from the developer, not the conversation, and are rendered as given.
+    const hide = <T>(value: T): T =>
+      mapStrings(value, (text) => text.replace(find, (t) => `\ue000${nonce}:${specials.indexOf(t)}\ue001`));
+    const escaped = hide(messages);
     const rendered = this.applyChatTemplate(escaped, templateOptions);
     const pieces = rendered.split(new RegExp(`\ue000${nonce}:(\\d+)\ue001`));
     const ids: number[] = [];
@@ -383,6 +415,16 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
       else ids.push(...this.encodeRaw(specials[Number(piece)]!));
     });
     return ids;
+  }
+
+  /** The model's pieces by id, for grammar engines that build token masks (see `structured/`). */
+  vocabulary(): TokenVocabulary {
+    const core = this.#core;
+    if (core.vocabulary === undefined) {
+      const pieces = Array.from({ length: core.vocabSize }, (_, id) => core.hf.id_to_token(id) ?? '');
+      core.vocabulary = { pieces, encoding: core.pieceEncoding };
+    }
+    return core.vocabulary;
   }
 
   applyChatTemplate(messages: readonly ChatMessage[], options?: ChatTemplateOptions): string {

@@ -5,6 +5,7 @@ import { ELEMENTWISE_CASES } from './elementwise.js';
 import { FUSED_LINEAR_CASES } from './fused-linear.js';
 import { KV_APPEND_CASES } from './kv-append.js';
 import { LINEAR_CASES } from './linear.js';
+import { LOGIT_CONTROLS_CASES } from './logit-controls.js';
 import { NORM_CASES } from './norm.js';
 import { SAMPLING_CASES } from './sampling.js';
 
@@ -16,4 +17,5 @@ export const ALL_CASES: readonly VerifyCase[] = [
   ...FUSED_LINEAR_CASES,
   ...ATTENTION_CASES,
   ...SAMPLING_CASES,
+  ...LOGIT_CONTROLS_CASES,
 ];

@@ -4,7 +4,9 @@
  * another (exact fixed-point) way, so at a candidate boundary the two may legitimately pick neighbours. The check
  * instead recomputes the reference's probability intervals from the case's own logits and uniforms and accepts the
  * GPU id iff the draw falls in its interval (± 1e-9 of the total). Greedy settings (temperature 0, topK 1) must
- * match exactly.
+ * match exactly. Poisoned cases plant NaN, +∞ and an all −∞ row at random positions among healthy rows (with a lone −∞
+ * each, a masked token): the kernel must refuse exactly the rows the reference refuses (id −1, which the engines read
+ * back as their non-finite check) and draw the others as above.
  */
 import type { FloatDType } from '../../dtype.js';
 import { argmax, sample } from '../../ops/sampling.js';
@@ -97,6 +99,33 @@ function plantedLogits(rows: number, n: number, dtype: FloatDType, seed: number)
   return Tensor.fromArray(values, { shape: [rows, n], dtype });
 }
 
+/**
+ * Plants, at positions drawn from `seed`, NaN in rows ≡ 0 (mod 3), +∞ in rows ≡ 1 and a lone −∞ in rows ≡ 2 (still
+ * usable: a masked token), and makes the last row entirely −∞.
+ */
+function poisonRows(x: Tensor<FloatDType>, seed: number): Tensor<FloatDType> {
+  const [rows, n] = x.shape as [number, number];
+  const values = x.toFloat32Array();
+  const rng = new Rng(seed);
+  for (let r = 0; r < rows; r++) {
+    const row = values.subarray(r * n, (r + 1) * n);
+    const at = Math.min(n - 1, Math.floor(rng.nextFloat() * n));
+    if (r === rows - 1) row.fill(Number.NEGATIVE_INFINITY);
+    else row[at] = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY][r % 3]!;
+  }
+  return Tensor.fromArray(values, { shape: [rows, n], dtype: x.dtype });
+}
+
+/** Whether the reference `sample` refuses row `r` of `x` (its rule is the same at every temperature). */
+function refusedRow(x: Tensor<FloatDType>, r: number): boolean {
+  try {
+    sample(x.slice(r, r + 1), { temperature: 0 });
+    return false;
+  } catch {
+    return true;
+  }
+}
+
 function argmaxCase(dtype: FloatDType, rows: number, n: number, tag: VerifyCase['tag']): VerifyCase {
   return {
     op: 'argmax',
@@ -121,23 +150,44 @@ function sampleCase(
   vocab: number,
   rule: SampleRule,
   tag: VerifyCase['tag'],
+  poisoned = false,
 ): VerifyCase {
   const exact = rule.temperature === 0 || rule.topK === 1;
   return {
     op: 'sample',
     dtype,
-    shape: `${dims(rows, vocab)} T=${rule.temperature} k=${rule.topK} p=${rule.topP}`,
+    shape: `${dims(rows, vocab)} T=${rule.temperature} k=${rule.topK} p=${rule.topP}${poisoned ? ' poisoned' : ''}`,
     tag,
     tolerance: toleranceFor('sample', dtype),
     make(seed) {
-      const x = Tensor.rand([rows, vocab], { dtype, seed, low: -8, high: 8 });
+      const healthy = Tensor.rand([rows, vocab], { dtype, seed, low: -8, high: 8 });
+      const x = poisoned ? poisonRows(healthy, seed + 2) : healthy;
+      const refused = Array.from({ length: rows }, (_, r) => poisoned && refusedRow(x, r));
       const sampleSeed = seed + 1;
       const options = { ...rule, seed: sampleSeed };
-      const expected = sample(x, options);
+      // The reference refuses a call with any refused row: those rows expect −1, the others their own draw (row by row
+      // from one stream, one uniform per row as the kernel takes them).
+      const rng = new Rng(sampleSeed);
+      const expected = poisoned
+        ? Tensor.fromArray(
+            Array.from({ length: rows }, (_, r) => {
+              if (!refused[r]) return sample(x.slice(r, r + 1), { ...rule, rng }).item();
+              if (rule.temperature > 0) rng.nextFloat(); // the kernel draws one uniform for every row
+              return -1;
+            }),
+            { shape: [rows], dtype: 'i32' },
+          )
+        : sample(x, options);
       return {
         inputs: [x],
         expected: [expected],
-        run: ([gx], [out]) => void sample(gx as Tensor<FloatDType>, { ...options, out }),
+        // Unchecked: a refused row is written as −1 instead of throwing, which is what is compared. The runner's
+        // poison of an i32 output is −1 itself, so poisoned cases first fill it with `vocab` (no id, not −1): a
+        // refused row the kernel forgot to write cannot pass.
+        run: ([gx], [out]) => {
+          if (poisoned) out!.copyFrom(Tensor.fromStorage(new Int32Array(rows).fill(vocab), [rows], 'i32'));
+          sample(gx as Tensor<FloatDType>, { ...options, out, checkIds: false });
+        },
         compare(actual, [want]) {
           const ids = actual[0]!.toArray();
           const ref = want!.toArray();
@@ -150,9 +200,10 @@ function sampleCase(
           for (let r = 0; r < rows; r++) {
             const u = exact ? 0 : rng.nextFloat();
             if (ids[r] === ref[r]) same++;
-            const check = exact
-              ? { ok: ids[r] === ref[r], note: `row ${r}: id ${ids[r]}, the reference's argmax is ${ref[r]}` }
-              : checkSampleInterval(logits.subarray(r * vocab, (r + 1) * vocab), rule, u, ids[r]!);
+            const check =
+              exact || refused[r]
+                ? { ok: ids[r] === ref[r], note: `row ${r}: id ${ids[r]}, the reference gives ${ref[r]}` }
+                : checkSampleInterval(logits.subarray(r * vocab, (r + 1) * vocab), rule, u, ids[r]!);
             if (!check.ok) {
               if (bad === 0) note = exact ? check.note : `row ${r}: ${check.note}`;
               bad++;
@@ -188,6 +239,13 @@ export const SAMPLING_CASES: VerifyCase[] = VERIFY_DTYPES.flatMap((dtype) => [
   argmaxCase(dtype, 8, VOCAB, 'qwen3-0.6b'),
   ...ODD_WIDTHS.map((n) => argmaxCase(dtype, 5, n, 'odd')),
   ...FULL_VOCAB_RULES.map(([rows, rule]) => sampleCase(dtype, rows, VOCAB, rule, 'qwen3-0.6b')),
+  // Rows poisoned with NaN / +∞ / all −∞ among healthy ones: greedy (the engines' checked argmax) and drawn.
+  ...FULL_VOCAB_RULES.slice(1, 3).map(([rows, rule]) =>
+    sampleCase(dtype, rows, VOCAB, rule, 'qwen3-0.6b', true),
+  ),
+  sampleCase(dtype, 8, VOCAB, { temperature: 0, topK: 0, topP: 1 }, 'qwen3-0.6b', true),
+  sampleCase(dtype, 7, 1000, { temperature: 0.7, topK: 50, topP: 0.9 }, 'odd', true),
+  sampleCase(dtype, 7, 1000, { temperature: 0, topK: 0, topP: 1 }, 'odd', true),
   // The full cross product on a small vocabulary.
   ...[0.7, 1, 1.5].flatMap((temperature) =>
     [0, 1, 50].flatMap((topK) =>

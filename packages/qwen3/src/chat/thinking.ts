@@ -93,3 +93,15 @@ export class ThinkingSplitter {
     return { reasoning: '', content: '' };
   }
 }
+
+/**
+ * Whether a chat prompt's generation prompt already opens the thinking block (templates such as Qwen3-2507's
+ * thinking models end it with `<think>`), so the reply starts inside the block: splitter mode `'open'`.
+ */
+export function promptOpensThinking(
+  decode: (ids: number[]) => string,
+  promptIds: readonly number[],
+): boolean {
+  // Enough ids for the tag and a newline even when each character is its own token.
+  return decode(promptIds.slice(-16)).trimEnd().endsWith(OPEN);
+}

@@ -1,0 +1,191 @@
+/**
+ * A {@link TokenConstraint} backed by an xgrammar matcher: the pushdown automaton of a compiled grammar, advanced
+ * one token at a time, that answers "which ids may come next" as a bitset over the model's vocabulary.
+ *
+ * xgrammar's JavaScript API hands masks out through a promise (it awaits its own lazy initialisation first), while a
+ * generation asks for the next mask synchronously. So after each accepted token the next mask is requested at
+ * once: the generation yields to the event loop between steps, and by the time it asks, the mask has arrived
+ * (measured: well under a millisecond for Qwen3's 151,936 ids). Should it ask earlier, the mask is read through the
+ * matcher's synchronous call instead (slower, element by element, but the same mask), so the answer never depends
+ * on timing. {@link GrammarConstraint.ready} lets a caller wait for the fast path explicitly.
+ */
+import type { GrammarMatcher } from '@mlc-ai/web-xgrammar';
+import { QkValueError } from '@qk/ops';
+import { maskAllows, maskWords, type TokenConstraint } from '../generation/constraint.js';
+import type { Compiled } from './grammar.js';
+
+/** The synchronous parts of xgrammar's matcher binding (present on every 0.1.x build). */
+interface MatcherBinding {
+  GetNextTokenBitmask(vocabSize: number): {
+    size(): number;
+    get(i: number): number;
+    delete(): void;
+  };
+}
+
+/** Frees a matcher's WebAssembly memory once the constraint that owned it is unreachable. */
+const matchers = new FinalizationRegistry<GrammarMatcher>((matcher) => {
+  try {
+    matcher.dispose();
+  } catch {
+    // The matcher's runtime was retired after an abort; its memory goes with it.
+  }
+});
+
+/** A stateful constraint for one generation. Create it with {@link GrammarConstraint.create}. */
+export class GrammarConstraint implements TokenConstraint {
+  readonly #matcher: GrammarMatcher;
+  readonly #vocabSize: number;
+  /** Bits of the stop ids, to tell "only a stop token may follow" (complete) from "more may follow". */
+  readonly #stopMask: Uint32Array;
+  readonly #label: string;
+  /** One stop id, to probe whether the text may end here (see `#canEnd`). */
+  readonly #stopId: number | undefined;
+  #mask: Uint32Array | undefined;
+  #onlyStops = false;
+  /** Counts accepted tokens, so a mask requested for an earlier state is never used for a later one. */
+  #state = 0;
+  #pending: Promise<void> | undefined;
+  /** Masks served by the prefetch and by the synchronous fallback (see the file comment). */
+  #served = { prefetched: 0, synchronous: 0 };
+
+  private constructor(matcher: GrammarMatcher, compiled: Compiled, label: string) {
+    this.#matcher = matcher;
+    this.#vocabSize = compiled.vocabSize;
+    this.#label = label;
+    this.#stopId = compiled.stopIds.find((id) => id < compiled.vocabSize);
+    this.#stopMask = new Uint32Array(maskWords(compiled.vocabSize));
+    for (const id of compiled.stopIds) {
+      if (id < compiled.vocabSize) this.#stopMask[id >>> 5]! |= 1 << (id & 31);
+    }
+  }
+
+  /**
+   * A constraint at the start of `compiled`'s grammar. `label` names it in errors (e.g. `schema`).
+   *
+   * @throws QkValueError when the grammar engine fails to start a matcher.
+   */
+  static async create(compiled: Compiled, label: string): Promise<GrammarConstraint> {
+    const { api } = compiled.instance;
+    const matcher = await compiled.instance.run('structured output', label, () =>
+      api.GrammarMatcher.createGrammarMatcher(compiled.grammar, [...compiled.stopIds]),
+    );
+    const constraint = new GrammarConstraint(matcher, compiled, label);
+    matchers.register(constraint, matcher, constraint);
+    constraint.#setMask(await matcher.getNextTokenBitmask());
+    return constraint;
+  }
+
+  /** How the masks so far were obtained: through the prefetch, or the synchronous fallback. */
+  get served(): Readonly<{ prefetched: number; synchronous: number }> {
+    return { ...this.#served };
+  }
+
+  /** Resolves once the mask for the current state is at hand, so {@link nextMask} returns without computing. */
+  async ready(): Promise<void> {
+    while (this.#mask === undefined && this.#pending !== undefined) await this.#pending;
+  }
+
+  nextMask(): Uint32Array {
+    if (this.#mask === undefined) {
+      this.#setMask(this.#readMaskNow());
+      this.#served.synchronous++;
+    }
+    return this.#mask!;
+  }
+
+  accept(token: number): void {
+    const mask = this.nextMask();
+    if (!Number.isInteger(token) || !maskAllows(mask, token)) {
+      throw new QkValueError(
+        'constrained generation',
+        this.#label,
+        `does not allow token ${token} here; pick only tokens its mask allows.`,
+      );
+    }
+    if (!this.#matcher.acceptToken(token)) {
+      throw new QkValueError(
+        'constrained generation',
+        this.#label,
+        `rejected token ${token} although its mask allowed it; this is a grammar engine bug, please report it.`,
+      );
+    }
+    this.#state++;
+    this.#mask = undefined;
+    if (this.#matcher.isTerminated()) return;
+    if (this.#canEnd()) {
+      // The text may be complete: read the mask now, so isComplete() can tell before the next step whether
+      // anything but a stop token may follow. Rare (the end of the text, or a number that may go on).
+      this.#setMask(this.#readMaskNow());
+      this.#served.synchronous++;
+    } else this.#prefetch();
+  }
+
+  /** Whether a stop token could be accepted now: tried on the matcher and rolled back. */
+  #canEnd(): boolean {
+    if (this.#stopId === undefined || !this.#matcher.acceptToken(this.#stopId)) return false;
+    this.#matcher.rollBack(1);
+    return true;
+  }
+
+  /**
+   * True once a stop token was accepted, or when nothing but a stop token may follow (the text is complete; asking
+   * the model for the stop token would only cost a step).
+   */
+  isComplete(): boolean {
+    return this.#matcher.isTerminated() || (this.#mask !== undefined && this.#onlyStops);
+  }
+
+  /** Frees the matcher now rather than when the constraint is collected. Further calls throw. */
+  dispose(): void {
+    if (matchers.unregister(this)) this.#matcher.dispose();
+  }
+
+  #prefetch(): void {
+    const state = this.#state;
+    const pending = this.#matcher.getNextTokenBitmask().then(
+      (mask) => {
+        if (this.#state === state && this.#mask === undefined) {
+          this.#setMask(mask);
+          this.#served.prefetched++;
+        }
+      },
+      // A failure here shows again, with its reason, when the mask is read synchronously.
+      () => {},
+    );
+    this.#pending = pending;
+    pending.finally(() => {
+      if (this.#pending === pending) this.#pending = undefined;
+    });
+  }
+
+  #readMaskNow(): Int32Array {
+    const vector = (this.#matcher as unknown as { handle: MatcherBinding }).handle.GetNextTokenBitmask(
+      this.#vocabSize,
+    );
+    try {
+      const words = new Int32Array(vector.size());
+      for (let i = 0; i < words.length; i++) words[i] = vector.get(i);
+      return words;
+    } finally {
+      vector.delete();
+    }
+  }
+
+  #setMask(words: Int32Array): void {
+    const mask = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    let any = false;
+    let onlyStops = true;
+    for (let i = 0; i < mask.length; i++) {
+      const word = mask[i]!;
+      if (word === 0) continue;
+      any = true;
+      if ((word & ~this.#stopMask[i]!) !== 0) {
+        onlyStops = false;
+        break;
+      }
+    }
+    this.#onlyStops = any && onlyStops;
+    this.#mask = mask;
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * A GPU engine that runs out of device memory while it is made (issue #51: a forced out-of-memory gives a typed error
+ * and the process keeps working): `QkMemoryError` saying how much was asked and free and what to do, nothing the
+ * engine made left allocated, and the next engine works. The sentence is checked on the CPU; the forced
+ * out-of-memory needs a GPU (skipped, visibly, without one).
+ */
+import * as cudaCore from '@qk/cuda-core';
+import {
+  cudaAvailable,
+  cudaDeviceInfo,
+  cudaEmptyCache,
+  cudaMemoryStats,
+  QkOutOfMemoryError,
+  useCudaBackend,
+} from '@qk/ops';
+import { describe, expect, it } from 'vitest';
+import { disposeWeights } from '../src/checkpoint/index.js';
+import { engineOutOfMemory } from '../src/engine/common.js';
+import { createEngine } from '../src/engine/index.js';
+import { QkMemoryError } from '../src/errors.js';
+import { toCuda } from './support/engine-checks.js';
+import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+
+useCudaBackend(cudaCore);
+const gpu = cudaAvailable();
+const GIB = 1024 ** 3;
+
+describe('engineOutOfMemory', () => {
+  it('says what was asked and free, what the KV cache takes, and what to do', () => {
+    const e = engineOutOfMemory(
+      'layeredEngine',
+      'layered',
+      { requestedBytes: 48 * GIB, freeBytes: 20.25 * GIB, totalBytes: 140 * GIB },
+      { maxContext: 1_000_000, bytes: 112 * GIB },
+    );
+    expect(e instanceof QkMemoryError).toBe(true);
+    expect(e.code).toBe('QK_OOM');
+    expect(e.neededBytes).toBe(48 * GIB);
+    expect(e.freeBytes).toBe(20.25 * GIB);
+    expect(e.message).toBe(
+      'layeredEngine: the layered engine ran out of GPU memory: it asked for 48 GiB with 20 GiB free of 140 GiB (its KV cache for maxContext 1000000 takes 112 GiB in all); use a smaller maxContext (--max-context), a smaller model, or int8/int4 weights (--weights int8 or int4), or free the GPU memory other processes or models hold.',
+    );
+    // Below a GiB the sizes stay readable instead of rounding to 0.0 GiB.
+    const small = engineOutOfMemory(
+      'op',
+      'megakernel',
+      { requestedBytes: 300 * 2 ** 20, freeBytes: 2 ** 19, totalBytes: 8 * GIB },
+      { maxContext: 4096, bytes: 64 * 2 ** 20 },
+    );
+    expect(small.message).toMatch(/asked for 300\.0 MiB with 0\.5 MiB free of 8\.0 GiB/);
+    expect(small.message).toMatch(/maxContext 4096 takes 64\.0 MiB/);
+  });
+
+  it('keeps the numbers of the out-of-memory error it replaces', () => {
+    const oom = new QkOutOfMemoryError('malloc', 3 * GIB, GIB, 80 * GIB);
+    const e = engineOutOfMemory('op', 'layered', oom, { maxContext: 10, bytes: 1 });
+    expect([e.neededBytes, e.freeBytes, e.totalBytes]).toEqual([3 * GIB, GIB, 80 * GIB]);
+  });
+});
+
+describe.skipIf(!gpu)('a forced out-of-memory on the GPU', () => {
+  it('a KV cache beyond free memory gives QkMemoryError, frees what the engine made, and the next engine works', () => {
+    const config = smallConfig({ numLayers: 3, numKvHeads: 4 });
+    cudaEmptyCache();
+    const before = cudaMemoryStats().allocatedBytes;
+    const weights = toCuda(randomWeights(config, 4, 'bf16'));
+    const free = cudaDeviceInfo().freeMemoryBytes;
+    // One cache tensor takes 40% of free memory: layer 0's K and V fit, layer 1's K does not. So the failure comes
+    // with tensors already made, which must be freed.
+    const rowBytes = config.numKvHeads * config.headDim * 2;
+    const maxContext = Math.floor((0.4 * free) / rowBytes);
+    let caught: unknown = null;
+    try {
+      createEngine('layered', config, weights, { maxContext });
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught instanceof QkMemoryError, String(caught)).toBe(true);
+    const e = caught as QkMemoryError;
+    expect(e.code).toBe('QK_OOM');
+    expect(e.message).toMatch(
+      /the layered engine ran out of GPU memory: it asked for \d+ GiB with \d+(\.\d)? GiB free/,
+    );
+    expect(e.message).toContain(`maxContext ${maxContext}`);
+    expect(e.message).toContain('--max-context');
+    expect(e.neededBytes).toBeGreaterThan(e.freeBytes);
+    // Nothing the engine made is still allocated once the caller frees the weights it gave (as loadQwen3 does).
+    disposeWeights(weights);
+    expect(cudaMemoryStats().allocatedBytes).toBe(before);
+    // The process keeps working: an engine that fits runs.
+    const engine = createEngine('layered', config, toCuda(randomWeights(config, 4, 'bf16')), {
+      maxContext: 64,
+    });
+    const token = engine.next(
+      randomIds(5, config.vocabSize, 1),
+      0,
+      { temperature: 0, topK: 0, topP: 1, seed: 0 },
+      0,
+    );
+    expect(token >= 0 && token < config.vocabSize).toBe(true);
+    engine.dispose(); // disposes the weights too
+    cudaEmptyCache();
+  });
+});
