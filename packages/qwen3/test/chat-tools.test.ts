@@ -44,7 +44,7 @@ describe('the tiny model with the real template', () => {
   beforeAll(async () => {
     model = await loadQwen3('tiny', { engine: 'cpu', seed, maxContext: 1024 });
   });
-  afterAll(() => model.dispose());
+  afterAll(() => model?.dispose());
 
   it('generate({ schema }): random schemas × seeds all parse and validate', async () => {
     const base = Math.floor(Math.random() * 1e9);

@@ -85,7 +85,11 @@ export function serveSettings(values: BenchServeValues, cpu: boolean) {
 /** Memory as the machine reports it: the GPU's used memory and the allocator's counters when the model is on one. */
 function memoryReader(model: Qwen3Model): ServeTarget['memory'] {
   const gpu = model.engine !== 'cpu' && cudaStatus().available;
+  // Under `node --expose-gc` every sample first collects garbage: a tensor nobody disposed is then released by its
+  // finalizer, so a drift that remains is memory still referenced (a leak), not collection lag.
+  const collect = (globalThis as { gc?: () => void }).gc;
   return () => {
+    collect?.();
     const rssBytes = process.memoryUsage.rss();
     if (!gpu) return { rssBytes };
     const device = cudaDeviceInfo();

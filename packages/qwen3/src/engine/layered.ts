@@ -432,7 +432,7 @@ export function createLayeredEngine(
 
   /** The greedy token of a `[1, vocab]` logits row, −1 where the row is refused (NaN or +∞, or all −∞). */
   const greedyToken = (logits: T): number =>
-    sample(logits.reshape([vocabSize]).slice(0, vocabLimit), { temperature: 0, checkIds: false }).item();
+    itemOf(sample(logits.reshape([vocabSize]).slice(0, vocabLimit), { temperature: 0, checkIds: false }));
 
   /** QK-norm + RoPE of one q|k|v projection's q and k heads into `q`, k and v appended at `positions`. */
   function appendAttentionInputs(layer: Layer, qkv: T, positions: Tensor<'i32'>, q: T): void {
@@ -934,12 +934,14 @@ export function createLayeredEngine(
       const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
       let token: number;
       try {
-        token = sample(row, {
-          temperature: sampling.temperature,
-          topK: sampling.topK,
-          topP: sampling.topP,
-          seed: stepSeed(sampling.seed, stepIndex),
-        }).item();
+        token = itemOf(
+          sample(row, {
+            temperature: sampling.temperature,
+            topK: sampling.topK,
+            topP: sampling.topP,
+            seed: stepSeed(sampling.seed, stepIndex),
+          }),
+        );
       } catch (e) {
         r.settled(); // a failed megakernel step explains refused logits as well as `sample` does
         throw e;
@@ -981,5 +983,14 @@ export function createLayeredEngine(
     ahead = null;
     for (const g of graphs.values()) g.dispose();
     graphs.clear();
+  }
+}
+
+/** The one element of a result tensor, which is then freed (not left to the garbage collector's finalizer). */
+function itemOf(t: Tensor): number {
+  try {
+    return t.item();
+  } finally {
+    t.dispose();
   }
 }
