@@ -11,13 +11,14 @@ import {
   cudaMemoryStats,
   type FloatDType,
   isFloatDType,
+  QkOutOfMemoryError,
   QkValueError,
 } from '@qk/ops';
 import { promptOpensThinking } from './chat/thinking.js';
 import { type ChatGeneration, type ChatToolOptions, prepareChat } from './chat/turn.js';
 import { type LoadProgress, loadWeights, randomWeights, readCheckpointConfig } from './checkpoint/index.js';
 import { isPresetName, PRESETS } from './config.js';
-import { checkMemoryFits, checkTokenIds, engineBytes } from './engine/common.js';
+import { checkMemoryFits, checkTokenIds, engineBytes, weightsOutOfMemory } from './engine/common.js';
 import {
   checkEngineAvailable,
   createEngine,
@@ -642,42 +643,49 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   };
   let quantized: QuantizedLayer[] | undefined;
   let weights: Qwen3Weights;
-  if (stored !== undefined) {
-    ({ weights, quantized } = await loadQuantizedCheckpoint(dir!, config, stored, {
-      dtype: loadOptions.dtype,
-      device: placement.device,
-      checkFinite: options.checkWeights ?? true,
-      ...(onProgress === undefined ? {} : { onProgress }),
-      ...(signal === undefined ? {} : { signal }),
-    }));
-  } else {
-    weights = preset
-      ? await randomWeights(config, { ...loadOptions, seed })
-      : await loadWeights(dir!, config, { ...loadOptions, checkFinite: options.checkWeights ?? true });
-  }
   let engine: Engine;
+  // With the memory check skipped (or wrong), the upload or the quantizing can run out of device memory: @qk/ops'
+  // generic error becomes one that says what to do about a model. The loaders and the catch below free what was
+  // uploaded first; the engine's own out-of-memory error (already a QkMemoryError) passes through.
   try {
-    if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);
-    const engineOptions = {
-      maxContext,
-      vocabLimit: tokenizer.vocabSize,
-      ...megakernelEngineOptions(options),
-    };
-    // A float checkpoint asked for int8/int4 is quantized here, where its weights are (on the GPU for layered).
-    if (bits !== undefined) {
-      quantized ??= quantizeLinears(weights, {
-        bits,
-        ...(options.groupSize === undefined ? {} : { groupSize: options.groupSize }),
-      });
+    if (stored !== undefined) {
+      ({ weights, quantized } = await loadQuantizedCheckpoint(dir!, config, stored, {
+        dtype: loadOptions.dtype,
+        device: placement.device,
+        checkFinite: options.checkWeights ?? true,
+        ...(onProgress === undefined ? {} : { onProgress }),
+        ...(signal === undefined ? {} : { signal }),
+      }));
+    } else {
+      weights = preset
+        ? await randomWeights(config, { ...loadOptions, seed })
+        : await loadWeights(dir!, config, { ...loadOptions, checkFinite: options.checkWeights ?? true });
     }
-    engine = createEngine(engineName, config, weights, {
-      ...engineOptions,
-      ...(quantized === undefined ? {} : { quantized }),
-    });
+    try {
+      if (signal?.aborted) throw new QkAbortError('loading the model', signal.reason);
+      const engineOptions = {
+        maxContext,
+        vocabLimit: tokenizer.vocabSize,
+        ...megakernelEngineOptions(options),
+      };
+      // A float checkpoint asked for int8/int4 is quantized here, where its weights are (on the GPU for layered).
+      if (bits !== undefined) {
+        quantized ??= quantizeLinears(weights, {
+          bits,
+          ...(options.groupSize === undefined ? {} : { groupSize: options.groupSize }),
+        });
+      }
+      engine = createEngine(engineName, config, weights, {
+        ...engineOptions,
+        ...(quantized === undefined ? {} : { quantized }),
+      });
+    } catch (e) {
+      disposeFloatWeights(weights);
+      if (quantized !== undefined) disposeQuantizedLayers(quantized);
+      throw e;
+    }
   } catch (e) {
-    disposeFloatWeights(weights);
-    if (quantized !== undefined) disposeQuantizedLayers(quantized);
-    throw e;
+    throw e instanceof QkOutOfMemoryError ? weightsOutOfMemory(op, e) : e;
   }
   return new Qwen3Model({
     config,

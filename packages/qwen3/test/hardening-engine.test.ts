@@ -93,6 +93,45 @@ describe('cpu engine: prefill in pieces', () => {
     expect(layers).toBe(3);
     model.dispose();
   });
+
+  it('after an abort mid-prefill the same model generates what a fresh model does (cache and prefix consistent)', async () => {
+    const config = smallConfig({ numLayers: 3, maxPositionEmbeddings: 1024 });
+    const engine = createCpuEngine(config, randomWeights(config, 11), { maxContext: 1024 });
+    const tokenizer = stubTokenizer(config.vocabSize);
+    const greedy = { temperature: 0, maxTokens: 5 } as const;
+    const model = new Qwen3Model({ config, tokenizer, engine });
+    const shared = randomIds(PREFILL_CHUNK + 5, config.vocabSize - 1, 12);
+    // A finished turn leaves `shared` in the prefix cache; the aborted prompt extends it by many chunks.
+    await model.generate(shared, greedy).result;
+    const long = [...shared, ...randomIds(PREFILL_CHUNK * 6, config.vocabSize - 1, 13)];
+    const controller = new AbortController();
+    const piecewise = engine as unknown as Piecewise;
+    const original = piecewise.nextAsync.bind(engine);
+    let pauses = 0;
+    piecewise.nextAsync = (ids, start, s, step, between) =>
+      original(ids, start, s, step, async () => {
+        // Abort inside the third chunk of the new rows: earlier chunks already overwrote cached rows past `shared`.
+        if (++pauses === 2 * (config.numLayers - 1) + 1) controller.abort(new Error('test abort'));
+        await between();
+      });
+    const aborted = model.generate(long, { ...greedy, signal: controller.signal });
+    await expect(aborted.result).rejects.toBeInstanceOf(QkAbortError);
+    expect(pauses).toBe(2 * (config.numLayers - 1) + 1);
+    piecewise.nextAsync = original;
+    // Shares `long`'s first chunks, so a cache that believed the aborted prefill would skip rows it never finished.
+    const next = [...long.slice(0, PREFILL_CHUNK * 3), ...randomIds(9, config.vocabSize - 1, 14)];
+    const after = await model.generate(next, greedy).result;
+    const reference = new Qwen3Model({
+      config,
+      tokenizer,
+      engine: createCpuEngine(config, randomWeights(config, 11), { maxContext: 1024 }),
+    });
+    const expected = await reference.generate(next, greedy).result;
+    expect(after.ids).toEqual(expected.ids);
+    expect(after.stats.cachedPromptTokens).toBeLessThanOrEqual(shared.length);
+    model.dispose();
+    reference.dispose();
+  });
 });
 
 describe('non-finite values', () => {

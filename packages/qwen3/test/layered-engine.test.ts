@@ -67,6 +67,32 @@ describe.skipIf(!gpu)('layered engine (CUDA)', () => {
     chunked.dispose();
   });
 
+  it('nextAsync pauses between prefill chunks (an abort there stops it) and picks the token next picks', async () => {
+    const config = smallConfig({ numKvHeads: 2 });
+    const options = { maxContext: 128, prefillChunk: 13 };
+    const whole = createLayeredEngine(config, toCuda(randomWeights(config, 33)), options);
+    const pieces = createLayeredEngine(config, toCuda(randomWeights(config, 33)), options);
+    const ids = randomIds(61, config.vocabSize, 34);
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    let pauses = 0;
+    const token = await pieces.nextAsync(ids, 0, greedy, 0, async () => {
+      pauses++;
+    });
+    // 61 tokens: four chunks of 13 then one of 9, with a pause after each of the first four.
+    expect(pauses).toBe(4);
+    expect(token).toBe(whole.next(ids, 0, greedy, 0));
+    const stop = new Error('stop');
+    await expect(
+      pieces.nextAsync(ids, 0, greedy, 0, async () => {
+        throw stop;
+      }),
+    ).rejects.toBe(stop);
+    // The abort left one chunk's rows filled: the engine goes on from there as from any shorter prefill.
+    expect(pieces.next(ids.slice(13), 13, greedy, 0)).toBe(token);
+    whole.dispose();
+    pieces.dispose();
+  });
+
   it('decodes across cache-row buckets (one captured graph each) as the cpu engine does', () => {
     // Decode steps at positions 250 … 265 run the graph of the 256-row bucket, then capture and run the 512-row one.
     const config = smallConfig();

@@ -297,10 +297,35 @@ export function engineOutOfMemory(
   shortfall: DeviceShortfall,
   cache: { readonly maxContext: number; readonly bytes: number },
 ): QkMemoryError {
-  const { requestedBytes, freeBytes, totalBytes } = shortfall;
+  return outOfGpuMemory(
+    op,
+    `the ${engine} engine ran out of GPU memory`,
+    shortfall,
+    ` (its KV cache for maxContext ${cache.maxContext} takes ${sizeText(cache.bytes)} in all)`,
+    'a smaller maxContext (--max-context), a smaller model',
+  );
+}
+
+/**
+ * The error for weights that ran out of device memory while they were uploaded (the memory check was skipped:
+ * `checkMemory: false`, `--skip-checks`), in {@link engineOutOfMemory}'s words. The loaders free what they
+ * uploaded before it is thrown.
+ */
+export function weightsOutOfMemory(op: string, shortfall: DeviceShortfall): QkMemoryError {
+  return outOfGpuMemory(op, 'loading the weights ran out of GPU memory', shortfall, '', 'a smaller model');
+}
+
+/** "<what>: it asked for X with Y free of Z<detail>; use <smaller>, or int8/int4 weights …, or free the GPU …". */
+function outOfGpuMemory(
+  op: string,
+  what: string,
+  { requestedBytes, freeBytes, totalBytes }: DeviceShortfall,
+  detail: string,
+  smaller: string,
+): QkMemoryError {
   return new QkMemoryError(
     op,
-    `the ${engine} engine ran out of GPU memory: it asked for ${sizeText(requestedBytes)} with ${sizeText(freeBytes)} free of ${sizeText(totalBytes)} (its KV cache for maxContext ${cache.maxContext} takes ${sizeText(cache.bytes)} in all); use a smaller maxContext (--max-context), a smaller model, or int8/int4 weights (--weights int8 or int4), or free the GPU memory other processes or models hold.`,
+    `${what}: it asked for ${sizeText(requestedBytes)} with ${sizeText(freeBytes)} free of ${sizeText(totalBytes)}${detail}; use ${smaller}, or int8/int4 weights (--weights int8 or int4), or free the GPU memory other processes or models hold.`,
     requestedBytes,
     freeBytes,
     totalBytes,

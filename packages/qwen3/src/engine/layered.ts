@@ -42,6 +42,7 @@ import {
   attentionWorkspace,
   CudaGraph,
   checkMegakernelTuning,
+  cudaSynchronize,
   embedding,
   type FloatDType,
   linear,
@@ -57,6 +58,7 @@ import {
   scatterRows,
   Tensor,
 } from '@qk/ops';
+import type { PiecewiseEngine } from '../generation/generation.js';
 import { checkQuantizedWeights, disposeQuantizedLayers, type QuantizedLayer } from '../quant/quantize.js';
 import type {
   Engine,
@@ -260,7 +262,7 @@ export function createLayeredEngine(
   config: Qwen3Config,
   weights: Qwen3Weights,
   options: LayeredEngineOptions,
-): Engine {
+): Engine & PiecewiseEngine {
   const op = 'layeredEngine';
   if (weights.embed.device !== 'cuda') {
     throw new QkDeviceError('needs its weights on "cuda"; load them with device "cuda".', op);
@@ -821,6 +823,35 @@ export function createLayeredEngine(
     return token;
   }
 
+  /**
+   * The piecewise steps ({@link PiecewiseEngine}): a prompt longer than `prefillChunk` prefills all its chunks but
+   * the last with `between()` awaited after each, then runs the last one as `step` does, so an abort (Ctrl-C) is
+   * seen within one chunk of GPU work (issue #51: stop within 1 s). Each chunk is waited for before `between()`:
+   * otherwise the host would queue the whole prompt at once and only then see the abort, with the GPU still busy
+   * for the full prefill. `filled` grows chunk by chunk, so an abort leaves the engine consistent (the rows before
+   * it are valid; PrefixCache only records a prefill once it returns). Shorter steps (decode) run as `step` does.
+   */
+  async function piecewise<R>(
+    ids: readonly number[],
+    start: number,
+    between: () => Promise<void>,
+    step: (ids: readonly number[], start: number) => R,
+  ): Promise<R> {
+    checkForwardArgs(op, config, maxContext, filled, ids, start); // a prompt that cannot fit runs no chunk
+    const last = Math.floor((ids.length - 1) / prefillChunk) * prefillChunk;
+    for (let c = 0; c < last; c += prefillChunk) {
+      const chunk = ids.slice(c, c + prefillChunk);
+      checkForwardArgs(op, config, maxContext, filled, chunk, start + c);
+      ahead = null; // as in forward(): this pass overwrites what queued steps wrote
+      prefillPass(chunk, start + c, false);
+      cudaSynchronize();
+      filled = start + c + chunk.length;
+      await between();
+      live('nextAsync'); // disposed while it waited: stop here
+    }
+    return step(ids.slice(last), start + last);
+  }
+
   const patchable: Pick<Engine, 'variants' | 'patch'> = {
     variants: () => listVariants(),
     patch(spec: PatchSpec) {
@@ -835,7 +866,7 @@ export function createLayeredEngine(
       };
     },
   };
-  const engine: Engine = {
+  const engine: Engine & PiecewiseEngine = {
     name: megakernel === null ? 'layered' : 'megakernel',
     ...(megakernel === null ? {} : { lmScreen: megakernel.screened }),
     weightInfo: weightInfo(layers, [
@@ -895,6 +926,19 @@ export function createLayeredEngine(
         stepIndex,
         () => chooseToken(ids, start, sampling, stepIndex, controls),
         (t) => t.id,
+      );
+    },
+    nextAsync(ids, start, sampling: SamplingParams, stepIndex, between) {
+      live('nextAsync');
+      checkSampling(op, sampling);
+      return piecewise(ids, start, between, (rest, at) => engine.next(rest, at, sampling, stepIndex));
+    },
+    chooseAsync(ids, start, sampling: SamplingParams, stepIndex, controls, between) {
+      live('chooseAsync');
+      checkSampling(op, sampling);
+      checkStepControls(op, controls);
+      return piecewise(ids, start, between, (rest, at) =>
+        engine.choose!(rest, at, sampling, stepIndex, controls),
       );
     },
     // The megakernel's decode step is one fixed kernel: nothing to swap.

@@ -258,7 +258,11 @@ async function waitForTurn(job: GenerationJob): Promise<() => void> {
  * the step runs again for its logits and the token is drawn with the padding masked, by the same rule and seed, so
  * the text never holds an id that cannot be printed.
  */
-/** An engine that can run a step in pieces, awaiting `between()` in between (the cpu engine: after every layer). */
+/**
+ * An engine that can run a step in pieces, awaiting `between()` in between (the cpu engine: after every layer; the
+ * GPU engines: after every prefill chunk), so an abort stops a long prefill within a piece (issue #51: within 1 s).
+ * `between()` rejects to stop; the engine then holds valid rows only up to the pieces it finished.
+ */
 export interface PiecewiseEngine {
   nextAsync(
     ids: readonly number[],

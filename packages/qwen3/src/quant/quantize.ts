@@ -14,6 +14,7 @@ import {
   linear,
   linearInt4,
   linearInt8,
+  QkOutOfMemoryError,
   QkValueError,
   quantizeInt4,
   quantizeInt8,
@@ -89,7 +90,8 @@ export function quantizeLinear(
         ? { bits: 8, weight: quantizeInt8(weight) }
         : { bits: 4, weight: quantizeInt4(weight, { groupSize }) };
   } catch (e) {
-    if (e instanceof QkQuantizationError) throw e;
+    // Running out of GPU memory says nothing about the weight: loadQwen3 reports it as a memory error.
+    if (e instanceof QkQuantizationError || e instanceof QkOutOfMemoryError) throw e;
     const why = e instanceof Error ? e.message : String(e);
     throw new QkQuantizationError(name, `cannot be quantized to int${bits}: ${why}`);
   }
