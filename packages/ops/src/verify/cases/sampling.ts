@@ -152,7 +152,6 @@ function sampleCase(
   tag: VerifyCase['tag'],
   poisoned = false,
 ): VerifyCase {
-  const exact = rule.temperature === 0 || rule.topK === 1;
   return {
     op: 'sample',
     dtype,
@@ -188,36 +187,56 @@ function sampleCase(
           if (poisoned) out!.copyFrom(Tensor.fromStorage(new Int32Array(rows).fill(vocab), [rows], 'i32'));
           sample(gx as Tensor<FloatDType>, { ...options, out, checkIds: false });
         },
-        compare(actual, [want]) {
-          const ids = actual[0]!.toArray();
-          const ref = want!.toArray();
-          const logits = x.toFloat32Array();
-          // The op draws one uniform per row, in row order, from a fresh stream of the case's seed.
-          const rng = new Rng(sampleSeed);
-          let bad = 0;
-          let same = 0;
-          let note = '';
-          for (let r = 0; r < rows; r++) {
-            const u = exact ? 0 : rng.nextFloat();
-            if (ids[r] === ref[r]) same++;
-            const check =
-              exact || refused[r]
-                ? { ok: ids[r] === ref[r], note: `row ${r}: id ${ids[r]}, the reference gives ${ref[r]}` }
-                : checkSampleInterval(logits.subarray(r * vocab, (r + 1) * vocab), rule, u, ids[r]!);
-            if (!check.ok) {
-              if (bad === 0) note = exact ? check.note : `row ${r}: ${check.note}`;
-              bad++;
-            }
-          }
-          return {
-            relL2: bad / rows,
-            maxAbs: bad,
-            pass: bad === 0,
-            note: bad === 0 ? `${same}/${rows} ids equal the CPU draw` : `${bad}/${rows} rows fail: ${note}`,
-          };
-        },
+        compare: (actual, [want]) =>
+          compareSampledIds(
+            actual[0]!.toArray(),
+            want!.toArray(),
+            x.toFloat32Array(),
+            vocab,
+            rule,
+            sampleSeed,
+            refused,
+          ),
       };
     },
+  };
+}
+
+/**
+ * Compares a kernel's sampled ids (one per row of `logits`, rows × vocab) with the reference's: equal ids where the
+ * rule is exact (temperature 0, top-k 1) or the row is refused (`refused[r]`: −1 expected), else
+ * {@link checkSampleInterval} with the row's uniform, drawn in row order from a fresh stream of `seed` as the op
+ * draws them.
+ */
+export function compareSampledIds(
+  ids: ArrayLike<number>,
+  ref: ArrayLike<number>,
+  logits: Float32Array,
+  vocab: number,
+  rule: SampleRule,
+  seed: number,
+  refused: readonly boolean[] = [],
+): { relL2: number; maxAbs: number; pass: boolean; note: string } {
+  const rows = ids.length;
+  const exact = rule.temperature === 0 || rule.topK === 1;
+  const rng = new Rng(seed);
+  let bad = 0;
+  let same = 0;
+  let note = '';
+  for (let r = 0; r < rows; r++) {
+    const u = exact ? 0 : rng.nextFloat();
+    if (ids[r] === ref[r]) same++;
+    const check =
+      exact || refused[r]
+        ? { ok: ids[r] === ref[r], note: `id ${ids[r]}, the reference gives ${ref[r]}` }
+        : checkSampleInterval(logits.subarray(r * vocab, (r + 1) * vocab), rule, u, ids[r]!);
+    if (!check.ok && bad++ === 0) note = `row ${r}: ${check.note}`;
+  }
+  return {
+    relL2: bad / rows,
+    maxAbs: bad,
+    pass: bad === 0,
+    note: bad === 0 ? `${same}/${rows} ids equal the CPU draw` : `${bad}/${rows} rows fail: ${note}`,
   };
 }
 
