@@ -87,11 +87,13 @@ struct Format<SkinnyWeight::Int4> {
   static constexpr int kBytesPerK2 = 1;
 };
 
-/** Super blocks of k per stage: 512-byte W row segments (256 for int4, whose x columns per byte are twice int8's). */
+/**
+ * Super blocks of k per stage, every format: 512-byte W row segments (256 for int4, whose x columns per W byte are
+ * twice int8's, so a longer segment would double an already wider x tile).
+ */
+constexpr int kSuperBlocks = 8;
 template <SkinnyWeight WF>
-constexpr int super_blocks() { return WF == SkinnyWeight::Dense ? 8 : 8; }
-template <SkinnyWeight WF>
-constexpr int stage_k() { return super_blocks<WF>() * Format<WF>::kSuperK; }
+constexpr int stage_k() { return kSuperBlocks * Format<WF>::kSuperK; }
 template <SkinnyWeight WF>
 constexpr int w_stage_bytes() { return stage_k<WF>() / 2 * Format<WF>::kBytesPerK2; }  // one W row, one stage
 template <SkinnyWeight WF>
@@ -109,16 +111,11 @@ constexpr int ring_stages() {
   return fit < 2 ? 2 : fit > 4 ? 4 : fit;
 }
 
-/** Units of a piece. */
-__device__ __forceinline__ uint4 unit_of(const uint4& p, int) { return p; }
-__device__ __forceinline__ uint2 unit_of8(const uint4& p, int v) { return v == 0 ? make_uint2(p.x, p.y) : make_uint2(p.z, p.w); }
-__device__ __forceinline__ uint32_t unit_of4(const uint2& p, int v) { return v == 0 ? p.x : p.y; }
-
 template <SkinnyWeight WF>
 __device__ __forceinline__ typename Format<WF>::Unit unit(const typename Format<WF>::Piece& p, int v) {
-  if constexpr (WF == SkinnyWeight::Dense) return unit_of(p, v);
-  else if constexpr (WF == SkinnyWeight::Int8) return unit_of8(p, v);
-  else return unit_of4(p, v);
+  if constexpr (WF == SkinnyWeight::Dense) return p;
+  else if constexpr (WF == SkinnyWeight::Int8) return v == 0 ? make_uint2(p.x, p.y) : make_uint2(p.z, p.w);
+  else return v == 0 ? p.x : p.y;
 }
 
 template <SkinnyWeight WF>
@@ -249,7 +246,6 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(const SkinnyParams<T> 
   constexpr int kSlot = ring_slot_bytes<WF, MT>();
   constexpr int kPieceBytes = static_cast<int>(sizeof(typename F::Piece));
   constexpr int kStages = ring_stages<WF, MT>();
-  constexpr int kSuperBlocks = super_blocks<WF>();
   extern __shared__ __align__(128) unsigned char ring[];  // kStages × [kBN W rows][kRows x rows]
 
   const int warp = threadIdx.x >> 5;
