@@ -51,12 +51,15 @@ describe('the tiny model with the real template', () => {
     for (let s = 0; s < 3; s++) {
       const schema = randomSchema(seededRandom(base + s));
       for (const sampleSeed of [1, 2]) {
-        const result = await model.generate('JSON: ', {
-          schema,
-          maxTokens: 300,
-          seed: sampleSeed,
-          temperature: 1,
-        }).result;
+        // A failure names everything that reproduces it: the schema's seed, the sampler's and the model's.
+        const result = await model
+          .generate('JSON: ', { schema, maxTokens: 300, seed: sampleSeed, temperature: 1 })
+          .result.catch((e: unknown) => {
+            throw new Error(
+              `schema seed ${base + s}, sample seed ${sampleSeed}, model seed ${seed}: ${String((e as Error)?.message ?? e)} — schema ${JSON.stringify(schema)}`,
+              { cause: e },
+            );
+          });
         expect(result.stats.finishReason, `schema seed ${base + s}`).toBe('stop');
         expect(
           ajv.validate(schema, JSON.parse(result.text)),
