@@ -11,6 +11,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 const lines = [];
+const failures = [];
 for (const group of ['packages', 'apps', 'tooling']) {
   const dir = join(root, group);
   if (!existsSync(dir)) continue;
@@ -38,13 +39,25 @@ for (const group of ['packages', 'apps', 'tooling']) {
         (r) => r.status === 'skipped' || r.status === 'pending' || r.status === 'todo',
       ).length;
       f += fileFailed;
-      if (file.status === 'failed' && fileFailed === 0) f += 1;
+      const where = (file.name ?? '').replace(root, '');
+      for (const r of results.filter((x) => x.status === 'failed')) {
+        failures.push({ where, title: r.fullName ?? r.title, message: (r.failureMessages ?? []).join('\n') });
+      }
+      if (file.status === 'failed' && fileFailed === 0) {
+        f += 1;
+        failures.push({ where, title: '(the file failed outside any test)', message: file.message ?? '' });
+      }
     }
     passed += p;
     failed += f;
     skipped += s;
     lines.push(`${manifest.name}: ${p} passed, ${f} failed, ${s} skipped`);
   }
+}
+// The failures come first, with the head of each message, so the tail of a CI log says which test broke and why.
+for (const x of failures) {
+  console.log(`FAILED ${x.where} > ${x.title}`);
+  for (const l of x.message.split('\n').slice(0, 12)) console.log(`    ${l}`);
 }
 for (const l of lines) console.log(l);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);

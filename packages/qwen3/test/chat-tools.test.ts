@@ -46,6 +46,10 @@ describe('the tiny model with the real template', () => {
   });
   afterAll(() => model?.dispose());
 
+  // Random schemas nest up to four levels (arrays of objects of …): most outputs take tens of tokens, a rare one
+  // several hundred; 1000 keeps a 'length' finish out of the way (it would be the noise, not the constraint).
+  const maxTokens = 1000;
+
   it('generate({ schema }): random schemas × seeds all parse and validate', async () => {
     const base = Math.floor(Math.random() * 1e9);
     for (let s = 0; s < 3; s++) {
@@ -53,7 +57,7 @@ describe('the tiny model with the real template', () => {
       for (const sampleSeed of [1, 2]) {
         // A failure names everything that reproduces it: the schema's seed, the sampler's and the model's.
         const result = await model
-          .generate('JSON: ', { schema, maxTokens: 300, seed: sampleSeed, temperature: 1 })
+          .generate('JSON: ', { schema, maxTokens, seed: sampleSeed, temperature: 1 })
           .result.catch((e: unknown) => {
             throw new Error(
               `schema seed ${base + s}, sample seed ${sampleSeed}, model seed ${seed}: ${String((e as Error)?.message ?? e)} — schema ${JSON.stringify(schema)}`,
@@ -80,14 +84,23 @@ describe('the tiny model with the real template', () => {
 
   it('chat({ schema }) without thinking: the content is the JSON, reasoning empty', async () => {
     const schema = randomSchema(seededRandom(seed + 7));
-    const result = await model.chat([{ role: 'user', content: 'Fill the form.' }], {
+    // A failure names the seed that reproduces it (the model's, which also picks the schema).
+    const where = `model seed ${seed}, schema seed ${seed + 7}: ${JSON.stringify(schema)}`;
+    const generation = model.chat([{ role: 'user', content: 'Fill the form.' }], {
       schema,
       enableThinking: false,
-      maxTokens: 300,
+      maxTokens,
       temperature: 1,
-    }).result;
+    });
+    let result: Awaited<typeof generation.result>;
+    try {
+      result = await generation.result;
+    } catch (e) {
+      throw new Error(`${where}: ${String((e as Error)?.message ?? e)}`, { cause: e });
+    }
+    expect(result.stats.finishReason, where).toBe('stop');
     expect(result.reasoning).toBe('');
-    expect(ajv.validate(schema, JSON.parse(result.content))).toBe(true);
+    expect(ajv.validate(schema, JSON.parse(result.content)), `${where} → ${result.content}`).toBe(true);
   }, 120_000);
 
   it('argument errors throw before anything runs', () => {

@@ -12,7 +12,8 @@ import { writeRandomCheckpoint } from '../src/checkpoint/files.js';
 import { firstNonFinite, loadWeights } from '../src/checkpoint/load.js';
 import { PRESETS } from '../src/config.js';
 import { checkMemoryFits, engineBytes } from '../src/engine/common.js';
-import { createCpuEngine, PREFILL_CHUNK } from '../src/engine/cpu.js';
+import { chunkRowsFor, createCpuEngine, PREFILL_CHUNK } from '../src/engine/cpu.js';
+import { pickToken } from '../src/engine/sampling.js';
 import { QkAbortError, QkCheckpointError, QkMemoryError, QkNonFiniteError } from '../src/errors.js';
 import { loadQwen3, Qwen3Model } from '../src/model.js';
 import type { SamplingParams } from '../src/types.js';
@@ -47,7 +48,11 @@ describe('cpu engine: prefill in pieces', () => {
       [3, 5],
     ] as const) {
       const a = createCpuEngine(config, randomWeights(config, seed), { maxContext: 256 });
-      const b = createCpuEngine(config, randomWeights(config, seed), { maxContext: 256 });
+      // Chunks of PREFILL_CHUNK rows whatever a layer costs on this machine, so the pauses can be counted.
+      const b = createCpuEngine(config, randomWeights(config, seed), {
+        maxContext: 256,
+        stepBudgetMs: Infinity,
+      });
       const prompt = randomIds(length, config.vocabSize, seed + 10);
       const sampling = { temperature: seed === 1 ? 0 : 0.8, topK: 0, topP: 1, seed };
       let pauses = 0;
@@ -67,6 +72,48 @@ describe('cpu engine: prefill in pieces', () => {
       a.dispose();
       b.dispose();
     }
+  });
+
+  it('chunk rows follow the measured layer time: 1 … PREFILL_CHUNK rows, about stepBudgetMs per layer', () => {
+    expect(chunkRowsFor(200, 10)).toBe(20);
+    expect(chunkRowsFor(200, 1)).toBe(PREFILL_CHUNK);
+    expect(chunkRowsFor(200, 5000)).toBe(1);
+    expect(chunkRowsFor(Infinity, 5000)).toBe(PREFILL_CHUNK);
+    expect(chunkRowsFor(200, 0)).toBe(PREFILL_CHUNK);
+    const config = smallConfig();
+    for (const bad of [0, -1, Number.NaN]) {
+      expect(() =>
+        createCpuEngine(config, randomWeights(config, 1), { maxContext: 16, stepBudgetMs: bad }),
+      ).toThrow(/stepBudgetMs/);
+    }
+  });
+
+  it('a budget below one row prefills row by row and pauses between LM-head pieces, picking the same token', async () => {
+    // A vocabulary past one LM-head piece (32 Mi multiply-adds: 131,072 rows at hidden 256).
+    const config = smallConfig({
+      hiddenSize: 256,
+      intermediateSize: 512,
+      vocabSize: 140_000,
+      numLayers: 3,
+      tieWordEmbeddings: true,
+    });
+    const seed = 21;
+    const engine = createCpuEngine(config, randomWeights(config, seed), {
+      maxContext: 64,
+      stepBudgetMs: 1e-9,
+    });
+    const prompt = randomIds(9, config.vocabSize, seed);
+    const sampling = { temperature: 0.9, topK: 0, topP: 1, seed };
+    let pauses = 0;
+    const between = async () => {
+      pauses++;
+    };
+    const token = await (engine as unknown as Piecewise).nextAsync(prompt, 0, sampling, 0, between);
+    // One row per chunk: (layers − 1) pauses per row, and one between the LM head's two pieces.
+    expect(pauses).toBe(prompt.length * (config.numLayers - 1) + 1);
+    // The whole prompt at once (rows rewritten with the same values) gives the logits that token was drawn from.
+    expect(token).toBe(pickToken(engine.logits(prompt, 0), sampling, 0));
+    engine.dispose();
   });
 
   it('an abort during a long prefill stops it between layers, well before the prefill would end', async () => {
@@ -96,7 +143,10 @@ describe('cpu engine: prefill in pieces', () => {
 
   it('after an abort mid-prefill the same model generates what a fresh model does (cache and prefix consistent)', async () => {
     const config = smallConfig({ numLayers: 3, maxPositionEmbeddings: 1024 });
-    const engine = createCpuEngine(config, randomWeights(config, 11), { maxContext: 1024 });
+    const engine = createCpuEngine(config, randomWeights(config, 11), {
+      maxContext: 1024,
+      stepBudgetMs: Infinity,
+    });
     const tokenizer = stubTokenizer(config.vocabSize);
     const greedy = { temperature: 0, maxTokens: 5 } as const;
     const model = new Qwen3Model({ config, tokenizer, engine });

@@ -1,7 +1,8 @@
 /**
  * Structured output through xgrammar: random JSON Schemas × seeds walked to completion (uniformly random paths,
- * and the tiny model's noise through its masked logits), EBNF grammars, the compile cache, errors, mask costs.
- * Every output is decoded with the real tokenizer, parsed, and validated with ajv.
+ * and the tiny model's noise through its masked logits), EBNF grammars, our EBNF for integer ranges, finite numbers
+ * and literals, the compile cache, errors, mask costs. Every output is decoded with the real tokenizer, parsed, and
+ * validated with ajv. Random inputs come from a seed that failure messages name.
  */
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,7 +15,7 @@ import { PRESETS } from '../src/config.js';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { pickToken } from '../src/engine/sampling.js';
 import type { GrammarConstraint } from '../src/structured/constraint.js';
-import { integerRangeEbnf, literalsEbnf } from '../src/structured/ebnf.js';
+import { finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from '../src/structured/ebnf.js';
 import { compileGrammar, type GrammarTarget } from '../src/structured/grammar.js';
 import { createConstraint, grammarTarget, structuredSpec } from '../src/structured/index.js';
 import { BUNDLED_XGRAMMAR, loadXGrammar, locateXGrammar } from '../src/structured/xgrammar.js';
@@ -94,6 +95,63 @@ describe('JSON Schema constraints on random paths', () => {
       `mask computation over ${config.vocabSize} ids: median ${at(0.5)} ms, p90 ${at(0.9)} ms, max ${at(0.999)} ms (${computeMs.length} steps)`,
     );
   }, 240_000);
+
+  it('integers and numbers without bounds: every walk ends, short, with a finite value that validates', async () => {
+    const seed = Math.floor(Math.random() * 1e9);
+    // Uniform choices, and noise that never stops while it may go on: the grammar alone must end the number.
+    const endless = (s: number) => {
+      const pick = uniform(s);
+      return (allowed: readonly number[]) => {
+        const going = allowed.filter((id) => !stopIds.has(id));
+        return pick(going.length > 0 ? going : allowed);
+      };
+    };
+    const cases: { schema: object; longest: number }[] = [
+      // An optional minus, 16 integer digits, "." and 16 digits, "e", a sign and 2 digits.
+      { schema: { type: 'number' }, longest: 38 },
+      // An optional minus and 16 digits (2^53 − 1 has 16).
+      { schema: { type: 'integer' }, longest: 17 },
+      { schema: { type: ['number', 'null'] }, longest: 38 },
+      { schema: { type: ['integer', 'null'] }, longest: 17 },
+      {
+        schema: { type: 'array', items: { type: 'number' }, minItems: 1, maxItems: 2 },
+        longest: 2 + 38 * 2 + 2,
+      },
+    ];
+    const finite = (v: unknown): boolean =>
+      Array.isArray(v) ? v.every(finite) : v === null || Number.isFinite(v as number);
+    let ended = 0;
+    for (const [c, { schema, longest }] of cases.entries()) {
+      const spec = structuredSpec('test', { schema: schema as Record<string, unknown> })!;
+      const validate = ajv.compile(schema);
+      for (let w = 0; w < 12; w++) {
+        const walkSeed = seed + c * 1000 + w;
+        const constraint = await createConstraint('test', 'schema', spec, target);
+        const result = await walk(constraint, {
+          vocabSize: config.vocabSize,
+          stopIds,
+          maxSteps: 200,
+          choose: w % 2 === 0 ? uniform(walkSeed) : endless(walkSeed),
+        });
+        constraint.dispose();
+        const text = tokenizer.decode(result.ids);
+        const where = `seed ${seed} (walk ${walkSeed}): ${JSON.stringify(schema)} → ${text}`;
+        expect(result.end, where).not.toBe('steps');
+        expect(text.length, where).toBeLessThanOrEqual(longest);
+        let value: unknown;
+        expect(() => {
+          value = JSON.parse(text);
+        }, where).not.toThrow();
+        expect(finite(value), where).toBe(true);
+        expect(validate(value), `${where}: ${ajv.errorsText(validate.errors)}`).toBe(true);
+        if ((schema as { type?: unknown }).type === 'integer') {
+          expect(Number.isSafeInteger(value), where).toBe(true);
+        }
+        ended++;
+      }
+    }
+    expect(ended).toBe(cases.length * 12);
+  }, 120_000);
 
   it('is complete right after the token that leaves only a stop token, not before', async () => {
     const word = `w${Math.floor(Math.random() * 1000)}`;
@@ -186,7 +244,7 @@ describe('EBNF grammars', () => {
   });
 });
 
-describe('our EBNF for integer ranges and literals', () => {
+describe('our EBNF for integer ranges, finite numbers and literals', () => {
   it('the EBNF accepts exactly the JSON integers in range, around both bounds and across zero', async () => {
     const xgrammar = loadXGrammar();
     const rand = seededRandom(Math.floor(Math.random() * 1e9));
@@ -209,6 +267,90 @@ describe('our EBNF for integer ranges and literals', () => {
       grammar.dispose();
     }
     expect(() => integerRangeEbnf(2, 1)).toThrow(RangeError);
+  }, 120_000);
+
+  it('the finite-number EBNF accepts exactly the length-bounded JSON numbers, and each parses finite', async () => {
+    const xgrammar = loadXGrammar();
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const grammar = await xgrammar.api.Grammar.fromEBNF(`root ::= ${finiteNumberEbnf()}`);
+    // JSON's number grammar (RFC 8259), and the same with each part's length bounded, as ebnf.ts documents it.
+    const json = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
+    const bounded = /^-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?$/;
+    const digits = (n: number, first = '0123456789') =>
+      Array.from(
+        { length: n },
+        (_, i) => (i === 0 ? first : '0123456789')[Math.floor(rand() * (i === 0 ? first.length : 10))],
+      ).join('');
+    const refused = [
+      '01',
+      '-01',
+      '00',
+      '1.',
+      '.5',
+      '-.5',
+      '1e',
+      '1e+',
+      '1E-',
+      '+1',
+      '-',
+      '',
+      '1e400',
+      '1e-308',
+    ];
+    refused.push(`1${digits(16)}`, `-9${digits(16)}`, `1.${digits(17)}`, `0.5e${digits(3, '123456789')}`);
+    refused.push('Infinity', 'NaN', '0x1', '1_0', '1 ', ' 1', '--1', '1.2.3', '1e2e3');
+    const accepted = [
+      '0',
+      '-0',
+      '-0.5',
+      '0.0',
+      '1E+05',
+      '0e0',
+      '-0e-0',
+      `9${'9'.repeat(15)}.${'9'.repeat(16)}e99`,
+    ];
+    accepted.push(`-${digits(16, '123456789')}.${digits(16)}E-${digits(2)}`, String(Number.MAX_SAFE_INTEGER));
+    const candidates = new Set<string>([...refused, ...accepted]);
+    // Brute force: every text of up to 4 characters over the characters of JSON numbers.
+    const alphabet = ['0', '7', '-', '+', '.', 'e', 'E'];
+    let layer = [''];
+    for (let n = 0; n <= 4; n++) {
+      for (const text of layer) candidates.add(text);
+      layer = layer.flatMap((text) => alphabet.map((c) => text + c));
+    }
+    // Random numbers near the limits of each part, some with one character changed.
+    for (let i = 0; i < 400; i++) {
+      const int =
+        rand() < 0.1
+          ? `0${digits(1 + Math.floor(rand() * 3))}`
+          : rand() < 0.2
+            ? '0'
+            : digits(1 + Math.floor(rand() * 18), '123456789');
+      const fraction = rand() < 0.4 ? '' : `.${digits(Math.floor(rand() * 19))}`;
+      const exponent =
+        rand() < 0.4
+          ? ''
+          : `${rand() < 0.5 ? 'e' : 'E'}${['', '+', '-'][Math.floor(rand() * 3)]}${digits(Math.floor(rand() * 4))}`;
+      let text = `${rand() < 0.3 ? '-' : ''}${int}${fraction}${exponent}`;
+      if (rand() < 0.2) {
+        const at = Math.floor(rand() * (text.length + 1));
+        text = text.slice(0, at) + alphabet[Math.floor(rand() * alphabet.length)] + text.slice(at + 1);
+      }
+      candidates.add(text);
+    }
+    for (const text of candidates) {
+      const where = `seed ${seed}: ${JSON.stringify(text)}`;
+      const accepts = await xgrammar.api.Testings.isGrammarAcceptString(grammar, text);
+      expect(accepts, where).toBe(bounded.test(text));
+      if (accepts) {
+        expect(json.test(text), where).toBe(true);
+        expect(Number.isFinite(JSON.parse(text)), where).toBe(true);
+      }
+    }
+    for (const text of refused) expect(bounded.test(text), `seed ${seed}: ${text}`).toBe(false);
+    for (const text of accepted) expect(bounded.test(text), `seed ${seed}: ${text}`).toBe(true);
+    grammar.dispose();
   }, 120_000);
 
   it('the literal trie accepts exactly its texts: not their prefixes, not their extensions', async () => {
@@ -317,6 +459,52 @@ describe('schema checks and the compile cache', () => {
     expect(() => structuredSpec('generate', { schema: { enum: [] } })).toThrow(QkValueError);
     expect(() => structuredSpec('generate', { schema: {}, grammar: 'root ::= "a"' })).toThrow(/together/);
     expect(() => structuredSpec('generate', { grammar: '  ' })).toThrow(QkValueError);
+  });
+
+  it('bounds every integer and splits type arrays by type, keeping the rest as it was', () => {
+    const safe = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
+    const rewritten = (schema: object) =>
+      (structuredSpec('generate', { schema: schema as Record<string, unknown> }) as { schema: unknown })
+        .schema;
+    const lo = Math.floor(Math.random() * 100);
+    expect(rewritten({ type: 'integer' })).toEqual({ type: 'integer', ...safe });
+    expect(rewritten({ type: 'integer', minimum: lo })).toEqual({
+      type: 'integer',
+      minimum: lo,
+      maximum: Number.MAX_SAFE_INTEGER,
+    });
+    // A number without bounds stays: grammar.ts writes it (the finite-number EBNF).
+    expect(rewritten({ type: 'number' })).toEqual({ type: 'number' });
+    expect(rewritten({ type: ['number', 'null'], minimum: lo + 0.5, maxLength: 3 })).toEqual({
+      anyOf: [{ type: 'integer', minimum: lo + 1, maximum: Number.MAX_SAFE_INTEGER }, { type: 'null' }],
+    });
+    expect(rewritten({ type: ['integer', 'number'] })).toEqual({ type: 'number' });
+    expect(rewritten({ type: ['integer'] })).toEqual({ type: 'integer', ...safe });
+    expect(
+      rewritten({
+        type: ['object', 'string', 'integer'],
+        properties: { n: { $ref: '#/$defs/n' } },
+        required: ['n'],
+        maxLength: 2,
+        $defs: { n: { type: 'integer' } },
+      }),
+    ).toEqual({
+      anyOf: [
+        { type: 'object', properties: { n: { $ref: '#/$defs/n' } }, required: ['n'] },
+        { type: 'string', pattern: '^[^"\\\\\\u0000-\\u001f]{0,2}$' },
+        { type: 'integer', ...safe },
+      ],
+      $defs: { n: { type: 'integer', ...safe } },
+    });
+    // With enum, const, anyOf or $ref beside them, the grammar engine follows those: left as they were.
+    for (const schema of [
+      { type: 'integer', enum: [1, 2] },
+      { type: 'integer', anyOf: [{ const: 1 }, { const: 2 }] },
+      { type: ['number', 'null'], anyOf: [{ const: 1 }, { type: 'null' }] },
+      { type: ['number', 'null'], const: 3 },
+    ]) {
+      expect(rewritten(schema)).toEqual(schema);
+    }
   });
 
   it('compiles a schema once per tokenizer: the second request reuses it', async () => {

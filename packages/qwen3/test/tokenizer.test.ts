@@ -1,7 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { Tokenizer } from '@huggingface/tokenizers';
 import { Rng } from '@qk/ops';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QkTokenizerError } from '../src/errors.js';
@@ -500,5 +501,91 @@ describe('finding the bundled data', () => {
     expect(message).toContain(
       `@qk/qwen3/tokenizer (no @qk/qwen3 package.json above ${path.join(nowhere, 'lib')})`,
     );
+  });
+});
+
+describe('encoding by sections (a chat re-encodes only its new text)', () => {
+  /** The library alone, on the same bundled files: the ids `encode` must match. */
+  let library: Tokenizer;
+  beforeAll(() => {
+    const files = bundledTokenizerFiles()!;
+    library = new Tokenizer(
+      JSON.parse(readFileSync(files.tokenizerJson, 'utf8')),
+      JSON.parse(readFileSync(files.tokenizerConfig, 'utf8')),
+    );
+  });
+
+  it('random texts with added tokens, whitespace runs, digits and non-ASCII give the library ids, cached or not', () => {
+    const seed = Math.floor(Math.random() * 1e9);
+    const rng = new Rng(seed);
+    const atoms = [
+      '<|im_start|>',
+      '<|im_end|>',
+      '<think>',
+      '</think>',
+      '<tool_call>',
+      '<|endoftext|>',
+      '<|im_start',
+      'im_end|>',
+      'hello',
+      ' world',
+      '  ',
+      '\n',
+      '\n\n',
+      '\t',
+      '12345',
+      ' 3.14',
+      'é',
+      '中文',
+      '🙂',
+      "don't",
+      ' ',
+      '{"a": [1, 2]}',
+      'x'.repeat(300),
+      ' the quick brown fox jumps over the lazy dog.',
+    ];
+    const texts: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const n = 1 + rng.nextInt(120);
+      texts.push(Array.from({ length: n }, () => atoms[rng.nextInt(atoms.length)]).join(''));
+    }
+    // Twice over, so the second pass reads sections the first one remembered.
+    for (const pass of [1, 2]) {
+      for (const text of texts) {
+        const expected = library.encode(text, { add_special_tokens: false }).ids;
+        expect(qwen.encode(text), `seed ${seed}, pass ${pass}: ${JSON.stringify(text.slice(0, 80))}`).toEqual(
+          expected,
+        );
+      }
+    }
+  });
+
+  it('a result is the caller’s own: changing it changes no later encoding', () => {
+    const text = `<|im_start|>user\n${'a long message that repeats itself '.repeat(20)}<|im_end|>`;
+    const first = qwen.encode(text);
+    const copy = [...first];
+    first.fill(0);
+    expect(qwen.encode(text)).toEqual(copy);
+  });
+
+  it('a growing chat costs only its new turn (the earlier turns’ sections are kept)', () => {
+    const words = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu'.split(' ');
+    const say = (n: number, s: number) =>
+      Array.from({ length: n }, (_, i) => words[(i * 5 + s) % words.length]).join(' ');
+    const messages: ChatMessage[] = [{ role: 'system', content: say(300, 0) }];
+    const lengths: number[] = [];
+    for (let turn = 1; turn <= 6; turn++) {
+      messages.push(
+        { role: 'user', content: say(200, turn) },
+        { role: 'assistant', content: say(200, turn + 7) },
+      );
+      const ids = (qwen as unknown as { encodeChat(m: readonly ChatMessage[]): number[] }).encodeChat(
+        messages,
+      );
+      const expected = library.encode(qwen.applyChatTemplate(messages), { add_special_tokens: false }).ids;
+      expect(ids).toEqual(expected);
+      lengths.push(ids.length);
+    }
+    expect(lengths[5]).toBeGreaterThan(lengths[0]! * 3);
   });
 });

@@ -53,12 +53,44 @@ export interface CpuEngineOptions {
    * frees the float projections of `weights` at once; they may also be absent (a quantized checkpoint has none).
    */
   readonly quantized?: readonly QuantizedLayer[];
+  /**
+   * The longest stretch of work, in ms, that {@link CpuEngine.nextAsync} aims for between two pauses (where an
+   * abort or Ctrl-C is seen). It pauses after every layer and between blocks of the LM head, and sizes its prompt
+   * chunks (at most {@link PREFILL_CHUNK} rows) from the layer times it measures, so a stop lands within about this
+   * long even at 8B on a slow CPU. Default {@link DEFAULT_STEP_BUDGET_MS}; `Infinity` keeps chunks at
+   * {@link PREFILL_CHUNK} rows whatever they cost.
+   */
+  readonly stepBudgetMs?: number;
 }
 
 type F32Weights = Qwen3Weights<'f32'>;
 
-/** Prompt tokens per piece of {@link CpuEngine.nextAsync}'s prefill. */
+/** Prompt tokens per piece of {@link CpuEngine.nextAsync}'s prefill, at most (see `stepBudgetMs`). */
 export const PREFILL_CHUNK = 32;
+
+/** Default of {@link CpuEngineOptions.stepBudgetMs}: well under the 1 s a stop may take. */
+export const DEFAULT_STEP_BUDGET_MS = 200;
+
+/**
+ * Multiply-adds per second assumed before a layer has been timed: a slow core running the float32 reference ops
+ * (this repository's 2-core CI machine does 3–4 times more). It only sizes the first chunk; measurements take over.
+ */
+const ASSUMED_MACS_PER_SECOND = 2.5e8;
+
+/** LM-head multiply-adds per piece between two pauses (151,936 × 4,096 at 8B is about 20 pieces). */
+const LM_HEAD_PIECE_MACS = 32 * 2 ** 20;
+
+/** Prompt rows per chunk such that one layer takes about `budgetMs`, from `msPerRow`; 1 … PREFILL_CHUNK. */
+export function chunkRowsFor(budgetMs: number, msPerRow: number): number {
+  if (budgetMs === Infinity || !(msPerRow > 0)) return PREFILL_CHUNK;
+  return Math.max(1, Math.min(PREFILL_CHUNK, Math.floor(budgetMs / msPerRow)));
+}
+
+/** Multiply-adds of one prompt row through one decoder layer's projections (attention left out). */
+function layerMacsPerRow(config: Qwen3Config): number {
+  const { hiddenSize: h, numHeads, numKvHeads, headDim, intermediateSize: f } = config;
+  return h * (numHeads + 2 * numKvHeads) * headDim + numHeads * headDim * h + 3 * h * f;
+}
 
 /**
  * Float32 CPU copies of `weights`. Tensors already f32 on the CPU are used as they are; others are converted and
@@ -204,6 +236,9 @@ class CpuEngine implements Engine {
   readonly #keys: CacheRows[];
   readonly #values: CacheRows[];
   readonly #logits: Float32Array;
+  readonly #stepBudgetMs: number;
+  /** Rows of the next prefill chunk of nextAsync: from the layer times measured so far (see `stepBudgetMs`). */
+  #chunkRows: number;
   #filled = 0;
 
   constructor(
@@ -211,9 +246,12 @@ class CpuEngine implements Engine {
     weights: Qwen3Weights,
     maxContext: number,
     vocabLimit: number,
-    quantized?: readonly QuantizedLayer[],
+    quantized: readonly QuantizedLayer[] | undefined,
+    stepBudgetMs: number,
   ) {
     this.config = config;
+    this.#stepBudgetMs = stepBudgetMs;
+    this.#chunkRows = chunkRowsFor(stepBudgetMs, (layerMacsPerRow(config) / ASSUMED_MACS_PER_SECOND) * 1e3);
     this.maxContext = maxContext;
     this.#vocabLimit = vocabLimit;
     this.#quantized = quantized;
@@ -306,7 +344,10 @@ class CpuEngine implements Engine {
     return pickToken(logits, sampling, step);
   }
 
-  /** The step's logits, computed chunk by chunk and layer by layer with `between()` awaited in between. */
+  /**
+   * The step's logits, computed chunk by chunk and layer by layer with `between()` awaited in between. Each chunk's
+   * slowest layer sets the next chunk's rows (see `stepBudgetMs`).
+   */
   async #logitsAsync(
     ids: readonly number[],
     start: number,
@@ -316,18 +357,28 @@ class CpuEngine implements Engine {
   ): Promise<Float32Array> {
     const weights = this.#checkNext(ids, start, sampling, step);
     let logits: Float32Array | undefined;
-    for (let from = 0; from < ids.length; from += PREFILL_CHUNK) {
-      const chunk = ids.slice(from, from + PREFILL_CHUNK);
-      const last = from + PREFILL_CHUNK >= ids.length;
-      const steps = this.#forwardSteps(weights, chunk, start + from, last);
-      for (let r = steps.next(); ; r = steps.next()) {
+    for (let from = 0; from < ids.length; ) {
+      const rows = Math.min(this.#chunkRows, ids.length - from);
+      const last = from + rows >= ids.length;
+      const steps = this.#forwardSteps(weights, ids.slice(from, from + rows), start + from, last);
+      let slowestLayerMs = 0;
+      for (let t0 = performance.now(), r = steps.next(); ; r = steps.next()) {
+        const t1 = performance.now();
+        // Pieces of the LM head are not layers; a single row (decode) says nothing about chunk sizes either.
+        if (r.value !== 'lm-head') slowestLayerMs = Math.max(slowestLayerMs, t1 - t0);
         if (r.done) {
           logits = r.value;
           break;
         }
         await between();
         this.#live('CpuEngine.next'); // disposed while it waited: stop here
+        t0 = performance.now();
       }
+      // A zero reading (a layer faster than the clock) keeps the current size.
+      if (slowestLayerMs > 0 && (rows > 1 || this.#chunkRows === 1)) {
+        this.#chunkRows = chunkRowsFor(this.#stepBudgetMs, slowestLayerMs / rows);
+      }
+      from += rows;
     }
     this.#checkFinite(logits!, step);
     return logits!;
@@ -366,15 +417,16 @@ class CpuEngine implements Engine {
   }
 
   /**
-   * The forward pass as a generator that yields after every layer; its return value is the last position's
-   * logits, or `undefined` when `withLogits` is false (a prompt chunk before the last: only the cache matters).
+   * The forward pass as a generator that yields after every layer but the last (`'layer'`) and between pieces of
+   * the LM head (`'lm-head'`); its return value is the last position's logits, or `undefined` when `withLogits` is
+   * false (a prompt chunk before the last: only the cache matters).
    */
   *#forwardSteps(
     weights: F32Weights,
     ids: readonly number[],
     start: number,
     withLogits: boolean,
-  ): Generator<void, Float32Array | undefined, void> {
+  ): Generator<'layer' | 'lm-head', Float32Array | undefined, void> {
     const { numHeads, numKvHeads, headDim, rmsNormEps: eps, ropeTheta: theta } = this.config;
     const n = ids.length;
     const end = start + n;
@@ -415,12 +467,18 @@ class CpuEngine implements Engine {
       const mlp = lin(swiglu(lin(x, 'gate'), lin(x, 'up')), 'down');
       const nextNorm = weights.layers[i + 1]?.inputNorm ?? weights.norm;
       ({ out: x, residual } = fusedAddRmsnorm(mlp, residual, nextNorm, { eps }));
-      if (i < last) yield;
+      if (i < last) yield 'layer';
     }
     this.#filled = end;
     if (!withLogits) return undefined;
     const { vocabSize, hiddenSize } = this.config;
-    matVecRows(weights.lmHead.data, x.data, vocabSize, hiddenSize, this.#logits);
+    const piece = Math.max(1, Math.floor(LM_HEAD_PIECE_MACS / hiddenSize));
+    for (let r0 = 0; r0 < vocabSize; r0 += piece) {
+      if (r0 > 0) yield 'lm-head';
+      const r1 = Math.min(vocabSize, r0 + piece);
+      const w = weights.lmHead.data.subarray(r0 * hiddenSize, r1 * hiddenSize);
+      matVecRows(w, x.data, r1 - r0, hiddenSize, this.#logits.subarray(r0, r1));
+    }
     return this.#logits;
   }
 
@@ -446,12 +504,24 @@ export function createCpuEngine(
   options: CpuEngineOptions,
 ): Engine {
   const op = 'createCpuEngine';
-  const { maxContext, vocabLimit = config.vocabSize, quantized } = options;
+  const {
+    maxContext,
+    vocabLimit = config.vocabSize,
+    quantized,
+    stepBudgetMs = DEFAULT_STEP_BUDGET_MS,
+  } = options;
   if (!Number.isSafeInteger(maxContext) || maxContext < 1) {
     throw new QkValueError(op, 'maxContext', `must be a positive integer, got ${maxContext}.`);
   }
   if (!Number.isSafeInteger(vocabLimit) || vocabLimit < 1) {
     throw new QkValueError(op, 'vocabLimit', `must be a positive integer, got ${vocabLimit}.`);
+  }
+  if (!(stepBudgetMs > 0)) {
+    throw new QkValueError(
+      op,
+      'stepBudgetMs',
+      `must be a positive number of ms (or Infinity), got ${stepBudgetMs}.`,
+    );
   }
   if (quantized === undefined) checkWeightsMatchConfig(op, config, weights);
   else checkQuantizedWeights(op, config, weights, quantized);
@@ -459,5 +529,12 @@ export function createCpuEngine(
   for (const t of allTensors(weights)) {
     if (t.disposed) throw new QkValueError(op, 'weights', 'holds a disposed tensor; load the weights again.');
   }
-  return new CpuEngine(config, weights, maxContext, Math.min(vocabLimit, config.vocabSize), quantized);
+  return new CpuEngine(
+    config,
+    weights,
+    maxContext,
+    Math.min(vocabLimit, config.vocabSize),
+    quantized,
+    stepBudgetMs,
+  );
 }

@@ -235,6 +235,22 @@ function layerTensors(l: Layer): Tensor[] {
   return [...[qkv, q, k, v, o, gateUp, gate, up, down].flatMap(projectionTensors), ...Object.values(rest)];
 }
 
+/**
+ * `f`'s result, with every tensor it passed through `view` disposed when `f` returns or throws: a view keeps its
+ * storage alive until disposed, and one left to the garbage collector holds GPU memory it cannot see.
+ */
+function withViews<R>(f: (view: <X extends Tensor>(t: X) => X) => R): R {
+  const views: Tensor[] = [];
+  try {
+    return f((t) => {
+      views.push(t);
+      return t;
+    });
+  } finally {
+    for (const v of views) v.dispose();
+  }
+}
+
 /** Decode-step buffers: everything a captured step reads or writes, allocated once. */
 interface StepBuffers {
   /** i32 `[3]`: token id, its position, the cache length after it (position + 1); views below. */
@@ -434,7 +450,14 @@ export function createLayeredEngine(
 
   /** The greedy token of a `[1, vocab]` logits row, −1 where the row is refused (NaN or +∞, or all −∞). */
   const greedyToken = (logits: T): number =>
-    itemOf(sample(logits.reshape([vocabSize]).slice(0, vocabLimit), { temperature: 0, checkIds: false }));
+    withViews((view) =>
+      itemOf(
+        sample(view(view(logits.reshape([vocabSize])).slice(0, vocabLimit)), {
+          temperature: 0,
+          checkIds: false,
+        }),
+      ),
+    );
 
   /** QK-norm + RoPE of one q|k|v projection's q and k heads into `q`, k and v appended at `positions`. */
   function appendAttentionInputs(layer: Layer, qkv: T, positions: Tensor<'i32'>, q: T): void {
@@ -465,6 +488,27 @@ export function createLayeredEngine(
     kvLength: Tensor<'i32'> | null,
   ): void {
     const rows = kvLength === null ? start + tokens : stepRows;
+    // Views and per-call projections made below: a view keeps its storage alive until it is disposed, so a view of
+    // a prefill buffer left to the garbage collector would hold that buffer's GPU memory long after the prefill.
+    const owned: Tensor[] = [];
+    try {
+      runLayersInto(m, b, tokens, start, kvLength, rows, owned);
+    } finally {
+      for (const t of owned) t.dispose();
+    }
+  }
+
+  function runLayersInto(
+    m: Modules,
+    b: Pick<StepBuffers, 'position' | 'residual' | 'x' | 'q' | 'k' | 'attn' | 'o' | 'mlp'> & {
+      qkv: T | null;
+    },
+    tokens: number,
+    start: number,
+    kvLength: Tensor<'i32'> | null,
+    rows: number,
+    owned: Tensor[],
+  ): void {
     m.rmsnorm({
       x: b.residual,
       residual: null,
@@ -488,30 +532,33 @@ export function createLayeredEngine(
         if (tokens === 1) {
           project(b.x, layer.qkv, b.qkv!);
           const heads = b.qkv!.reshape([H + 2 * KV, D]);
-          qIn = heads.slice(0, H).reshape([1, H, D]);
-          kIn = heads.slice(H, H + KV).reshape([1, KV, D]);
-          vIn = heads.slice(H + KV).reshape([1, KV, D]);
+          const parts = [heads.slice(0, H), heads.slice(H, H + KV), heads.slice(H + KV)];
+          owned.push(heads, ...parts);
+          qIn = parts[0]!.reshape([1, H, D]);
+          kIn = parts[1]!.reshape([1, KV, D]);
+          vIn = parts[2]!.reshape([1, KV, D]);
         } else {
-          qIn = project(b.x, layer.q).reshape([tokens, H, D]);
-          kIn = project(b.x, layer.k).reshape([tokens, KV, D]);
-          vIn = project(b.x, layer.v).reshape([tokens, KV, D]);
+          // The projections' own tensors as well as their views: a view keeps its storage alive until disposed.
+          const outs = [project(b.x, layer.q), project(b.x, layer.k), project(b.x, layer.v)];
+          owned.push(...outs);
+          qIn = outs[0]!.reshape([tokens, H, D]);
+          kIn = outs[1]!.reshape([tokens, KV, D]);
+          vIn = outs[2]!.reshape([tokens, KV, D]);
         }
+        owned.push(qIn, kIn, vIn);
         m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
         m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
         scatterRows(layer.kCache, b.k, b.position);
         scatterRows(layer.vCache, vIn, b.position);
-        if (tokens > 1) for (const t of [qIn, kIn, vIn]) t.dispose();
       }
-      m.attention({
-        q: b.q,
-        k: layer.kCache.slice(0, rows),
-        v: layer.vCache.slice(0, rows),
-        kvLength,
-        positionOffset: start,
-        workspace,
-        out: b.attn,
-      });
-      project(b.attn.reshape([tokens, H * D]), layer.o, b.o);
+      const [kRows, vRows, attnRows] = [
+        layer.kCache.slice(0, rows),
+        layer.vCache.slice(0, rows),
+        b.attn.reshape([tokens, H * D]),
+      ];
+      owned.push(kRows, vRows, attnRows);
+      m.attention({ q: b.q, k: kRows, v: vRows, kvLength, positionOffset: start, workspace, out: b.attn });
+      project(attnRows, layer.o, b.o);
       m.rmsnorm({
         x: b.o,
         residual: b.residual,
@@ -553,16 +600,18 @@ export function createLayeredEngine(
         });
       }
       appendAttentionInputs(layer, b.qkv, b.position, b.q);
-      m.attention({
-        q: b.q,
-        k: layer.kCache.slice(0, stepRows),
-        v: layer.vCache.slice(0, stepRows),
-        kvLength: b.length,
-        positionOffset: 0,
-        workspace,
-        out: b.attn,
+      withViews((view) => {
+        m.attention({
+          q: b.q,
+          k: view(layer.kCache.slice(0, stepRows)),
+          v: view(layer.vCache.slice(0, stepRows)),
+          kvLength: b.length,
+          positionOffset: 0,
+          workspace,
+          out: b.attn,
+        });
+        project(view(b.attn.reshape([1, H * D])), layer.o, b.o);
       });
-      project(b.attn.reshape([1, H * D]), layer.o, b.o);
       normProject(b.o, layer.postNorm, layer.gateUp, {
         eps,
         residual: b.residual,
@@ -612,11 +661,13 @@ export function createLayeredEngine(
     }
     // `sample`'s greedy path is the argmax kernel that also refuses the row (id −1) when it holds NaN or +∞: the
     // same read of the logits, so the non-finite check is free (see nonfinite.ts).
-    sample(b.logits.reshape([vocabSize]).slice(0, vocabLimit), {
-      temperature: 0,
-      out: b.next,
-      checkIds: false,
-    });
+    withViews((view) =>
+      sample(view(view(b.logits.reshape([vocabSize])).slice(0, vocabLimit)), {
+        temperature: 0,
+        out: b.next,
+        checkIds: false,
+      }),
+    );
   }
 
   /** The cache rows a decode step at `position` attends over: a power of two ≥ 256 above it, at most maxContext. */
@@ -675,7 +726,7 @@ export function createLayeredEngine(
     };
     try {
       runLayers(table.modules, { ...buffers, qkv: null }, n, start, null);
-      return logits ? linear(buffers.x.slice(n - 1), lmHead) : null;
+      return logits ? withViews((view) => linear(view(buffers.x.slice(n - 1)), lmHead)) : null;
     } finally {
       for (const t of Object.values(buffers)) t.dispose();
     }
@@ -973,9 +1024,12 @@ export function createLayeredEngine(
       return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex });
     }
     const r = forward(ids, start);
+    const views: Tensor[] = [];
     try {
       if (sampling.temperature === 0) return r.greedy();
-      const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit);
+      const flat = r.logits.reshape([vocabSize]);
+      const row = flat.slice(0, vocabLimit);
+      views.push(flat, row);
       let token: number;
       try {
         token = itemOf(
@@ -993,6 +1047,7 @@ export function createLayeredEngine(
       r.settled();
       return token;
     } finally {
+      for (const v of views) v.dispose();
       if (r.owned) r.logits.dispose();
     }
   }
@@ -1006,9 +1061,13 @@ export function createLayeredEngine(
     controls: StepControls,
   ): SampledToken {
     const r = forward(ids, start);
+    const views: Tensor[] = [];
     try {
       sampler ??= new DeviceSampler(vocabLimit);
-      const row = r.logits.reshape([vocabSize]).slice(0, vocabLimit).reshape([1, vocabLimit]);
+      const flat = r.logits.reshape([vocabSize]);
+      const slice = flat.slice(0, vocabLimit);
+      const row = slice.reshape([1, vocabLimit]);
+      views.push(flat, slice, row);
       let token: SampledToken;
       try {
         token = sampler.choose(row, sampling, stepIndex, controls);
@@ -1019,6 +1078,7 @@ export function createLayeredEngine(
       r.settled();
       return token;
     } finally {
+      for (const v of views) v.dispose();
       if (r.owned) r.logits.dispose();
     }
   }

@@ -6,6 +6,12 @@
  *
  * Integer ranges match exactly the decimal JSON integers in `[lo, hi]` (no leading zeros, `-0` excluded); within one
  * digit count, alternatives at each level start with different digits, so no alternative is a prefix of another.
+ * schema.ts gives every integer a range (±(2^53−1) where the schema sets none).
+ *
+ * An unbounded `number` is our finite-number expression instead of xgrammar's, which allows any count of digits
+ * and exponents such as `1e400` (JSON.parse makes that Infinity, which validates as no number): a noisy model could
+ * write digits until `maxTokens`, or an Infinity. Ours is JSON's number grammar with each part's length bounded, so
+ * every text it matches parses to a finite double and is at most 38 characters.
  */
 
 /** Numbers of the same digit count `a ≤ b` (as strings, inner digits may be zeros). */
@@ -68,6 +74,17 @@ export function integerRangeEbnf(lo: number, hi: number): string {
   }
   if (hi >= 0) parts.push(...nonNegative(BigInt(Math.max(lo, 0)), BigInt(hi)));
   return `(${parts.join(' | ')})`;
+}
+
+/**
+ * An EBNF expression (parenthesised) for JSON numbers of bounded length: an optional `-`, an integer part `0` or
+ * `[1-9]` and at most 15 more digits, an optional fraction `.` and 1–16 digits, an optional exponent `e`/`E`, an
+ * optional sign and 1–2 digits. The largest magnitude is below 10^116, far inside a double's range, so JSON.parse
+ * never returns ±Infinity. JSON's own rules hold: no leading zeros (`01`), no bare `.` (`1.`, `.5`), no empty
+ * exponent (`1e`); `-0` and `-0.5` are JSON numbers and are matched. Alternatives start with different characters.
+ */
+export function finiteNumberEbnf(): string {
+  return '("-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [+\\-]? [0-9]{1,2})?)';
 }
 
 /** `text` as an EBNF string literal (xgrammar's escapes for the quote and the backslash). */

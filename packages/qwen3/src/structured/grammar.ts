@@ -12,7 +12,7 @@ import type {
 } from '@mlc-ai/web-xgrammar';
 import { QkValueError } from '@qk/ops';
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
-import { integerRangeEbnf, literalsEbnf } from './ebnf.js';
+import { finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from './ebnf.js';
 import type { JsonSchema } from './schema.js';
 import { loadXGrammar, type XGrammarInstance } from './xgrammar.js';
 
@@ -141,7 +141,8 @@ class TokenizerGrammars {
 
   /**
    * The EBNF of one-line JSON valid against `schema` (", " and ": " separators, no free whitespace: a model cannot
-   * pad forever), literals and bounded integers written by ebnf.ts instead of xgrammar's converter.
+   * pad forever), literals, bounded integers and unbounded numbers written by ebnf.ts instead of xgrammar's
+   * converter.
    */
   async #schemaEbnf(schema: JsonSchema): Promise<string> {
     const { schema: placeheld, ranges } = withRangePlaceholders(schema);
@@ -156,8 +157,7 @@ class TokenizerGrammars {
       // The placeholder is a JSON string constant, so it appears as \"token\" inside a quoted literal (alone, or
       // merged with its neighbours): close the literal, put the range, reopen it.
       const quoted = `\\"${token}\\"`;
-      if (!ebnf.includes(quoted))
-        throw new Error(`integer range placeholder ${token} missing from the grammar`);
+      if (!ebnf.includes(quoted)) throw new Error(`placeholder ${token} missing from the grammar`);
       ebnf = ebnf.split(quoted).join(`" ${expression} "`);
     }
     return ebnf;
@@ -222,8 +222,9 @@ export async function compileGrammar(
 }
 
 /**
- * `schema` with every `enum`, `const` and integer bounded on both sides (as schema.ts leaves them) replaced by a
- * unique string constant, and the EBNF each constant stands for (see ebnf.ts).
+ * `schema` with every `enum`, `const`, integer bounded on both sides (as schema.ts leaves every integer) and
+ * `number` without bounds, `anyOf` or `$ref` (as schema.ts leaves every unbounded number) replaced by a unique string
+ * constant, and the EBNF each constant stands for (see ebnf.ts).
  */
 export function withRangePlaceholders(schema: JsonSchema): {
   schema: JsonSchema;
@@ -246,6 +247,11 @@ export function withRangePlaceholders(schema: JsonSchema): {
     }
     if (n.type === 'integer' && typeof n.minimum === 'number' && typeof n.maximum === 'number') {
       ranges.set(token, integerRangeEbnf(n.minimum, n.maximum));
+      return { const: token };
+    }
+    const numberKeys = ['anyOf', '$ref', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'];
+    if (n.type === 'number' && numberKeys.every((k) => n[k] === undefined)) {
+      ranges.set(token, finiteNumberEbnf());
       return { const: token };
     }
     // Values under these keys are data, not schemas.

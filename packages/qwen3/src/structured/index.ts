@@ -20,11 +20,13 @@ export interface StructuredOptions {
    * (`{"name": "Ada", "tags": ["x"]}`) and stops when it is complete. `true` (or `{}`) allows any JSON value; use
    * `{ "type": "object" }` for OpenAI's `json_object`. Keywords the grammar cannot enforce (`format`, `uniqueItems`,
    * `oneOf`, …) are refused rather than silently ignored, and numeric bounds are enforced on integers (a bounded
-   * `number` yields the integers in its range); see `structured/schema.ts`. Bound strings (`maxLength`, `pattern`, `enum`), numbers
-   * (`minimum`/`maximum`) and arrays (`maxItems`) where the text must fit in `maxTokens`: a generation that reaches
-   * `maxTokens` first ends with `finishReason: 'length'` and incomplete JSON, as everywhere else. Compiled once per
-   * distinct schema and tokenizer, on the main thread (milliseconds to a few hundred; a `maxLength` of n about
-   * n × 50 ms; see the README), nothing after.
+   * `number` yields the integers in its range); see `structured/schema.ts`. Numbers are always finite and short: an
+   * integer without bounds is one in ±(2^53−1), a `number` without bounds has at most 16 integer digits, 16
+   * fraction digits and a 2-digit exponent (a `type` array such as `["number", "null"]` gets the same per type).
+   * Bound strings (`maxLength`, `pattern`, `enum`) and arrays (`maxItems`) where the text must fit in `maxTokens`: a
+   * generation that reaches `maxTokens` first ends with `finishReason: 'length'` and incomplete JSON, as everywhere
+   * else. Compiled once per distinct schema and tokenizer, on the main thread (milliseconds to a few hundred; a
+   * `maxLength` of n about n × 50 ms; see the README), nothing after.
    */
   readonly schema?: JsonSchema;
   /**

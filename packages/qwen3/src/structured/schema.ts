@@ -6,10 +6,20 @@
  * ranges with a single bound (`minimum: 3` also admits 1 and 2), exclusive bounds, and every bound of a `number`
  * (`maximum: 58` admits 58.25; `minimum: 2.5` admits "2x5"); two-sided integer ranges are wrong near their bounds
  * too (`[968, 1611]` admits 965). So:
- * - integer bounds are rewritten as one inclusive two-sided range (a missing side becomes ±2^53−1), which
+ * - integer bounds are rewritten as one inclusive two-sided range (a missing side becomes ±(2^53−1)), which
  *   grammar.ts compiles with its own EBNF (ebnf.ts) instead of xgrammar's;
+ * - an integer without bounds gets the range [−(2^53−1), 2^53−1] too, and a `number` without bounds is left for
+ *   grammar.ts to write as ebnf.ts's finite number (at most 16 integer digits, 16 fraction digits, 2 exponent
+ *   digits): xgrammar's own rules allow any count of digits, so a noisy model may write digits until `maxTokens`,
+ *   and exponents such as `1e400`, which JSON.parse makes Infinity and no `number` schema accepts. Where the node
+ *   also has `enum`, `const`, `anyOf` or `$ref`, these defaults are not applied (the grammar follows those, not
+ *   `type`);
  * - a `number` with bounds is narrowed to the integers in its range (a valid subset: the output still validates),
  *   and refused when that range holds no integer;
+ * - a `type` array (`["number", "null"]`) becomes an `anyOf` of one branch per type, each with the keywords that
+ *   apply to that type (bounds to numbers, lengths and patterns to strings, …), so every branch gets the rewrites
+ *   here; `integer` is dropped beside `number`, which includes it. Not with `enum`, `const`, `anyOf` or `$ref` on
+ *   the same node: those are left as they were;
  * - string lengths become a pattern over the characters JSON lets stand unescaped: xgrammar's own length rule
  *   admits raw tabs and other control characters, which no JSON parser accepts;
  * - a `pattern` that could match `"`, `\` or a control character is refused: xgrammar writes pattern matches into
@@ -85,6 +95,37 @@ function integerRange(s: Record<string, unknown>): [number, number] {
 }
 
 const BOUNDS = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'] as const;
+
+/**
+ * The keywords that constrain values of one type each (a value of another type passes them). The other enforced
+ * keywords either keep a node whole (`enum`, `const`, `anyOf`, `$ref`) or hold definitions (`$defs`).
+ */
+const TYPE_KEYWORDS: Readonly<Record<string, readonly string[]>> = {
+  integer: BOUNDS,
+  number: BOUNDS,
+  string: ['minLength', 'maxLength', 'pattern'],
+  array: ['items', 'minItems', 'maxItems'],
+  object: ['properties', 'required', 'additionalProperties'],
+};
+
+/**
+ * A node with a `type` array as one schema per type, each with the node's keywords for that type (the same
+ * values: one `anyOf` of them accepts exactly what the node accepts); `undefined` when the node keeps its form
+ * (see the file comment). `$defs`/`definitions` stay with the caller, where `$ref` pointers find them.
+ */
+function splitTypes(node: Record<string, unknown>): Record<string, unknown>[] | undefined {
+  if (!Array.isArray(node.type)) return undefined;
+  if (['enum', 'const', 'anyOf', '$ref'].some((k) => node[k] !== undefined)) return undefined;
+  const declared = node.type as string[];
+  const types = declared.filter((t) => !(t === 'integer' && declared.includes('number')));
+  return types.map((type) => {
+    const branch: Record<string, unknown> = { type };
+    for (const [key, value] of Object.entries(node)) {
+      if (TYPE_KEYWORDS[type]?.includes(key)) branch[key] = value;
+    }
+    return branch;
+  });
+}
 
 /** The characters of a JSON string that need no escape, as a regex class. */
 const PLAIN_CHAR = '[^"\\\\\\u0000-\\u001f]';
@@ -205,6 +246,17 @@ function rewrite(op: string, param: string, schema: unknown, at: string): unknow
     isObject(value)
       ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, sub(v, `${where}.${k}`)]))
       : value;
+  const branches = splitTypes(out);
+  if (branches !== undefined) {
+    // Each branch is the user's node for one type: errors name the node itself.
+    const split: Record<string, unknown> =
+      branches.length === 1
+        ? (sub(branches[0], at) as Record<string, unknown>)
+        : { anyOf: branches.map((b) => sub(b, at)) };
+    for (const defs of ['$defs', 'definitions'])
+      if (out[defs] !== undefined) split[defs] = map(out[defs], `${at}.${defs}`);
+    return split;
+  }
   if (out.properties !== undefined) out.properties = map(out.properties, `${at}.properties`);
   for (const defs of ['$defs', 'definitions'])
     if (out[defs] !== undefined) out[defs] = map(out[defs], `${at}.${defs}`);
@@ -242,6 +294,12 @@ function rewrite(op: string, param: string, schema: unknown, at: string): unknow
       param,
       `bounds a value at ${at} that is not declared "type": "integer" or "number"; declare the type so the bounds can be enforced.`,
     );
+  } else if (
+    out.type === 'integer' &&
+    !['enum', 'const', 'anyOf', '$ref'].some((k) => out[k] !== undefined)
+  ) {
+    // Unbounded: the safe integers, so the grammar bounds the digits (see the file comment).
+    Object.assign(out, { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER });
   }
   return out;
 }

@@ -17,6 +17,7 @@ import {
   type TokenizerData,
   type TokenizerFiles,
 } from './files.js';
+import { SectionCache, sectionSplitter } from './sections.js';
 import { IncrementalDecoder } from './stream.js';
 import type { TokenVocabulary } from './vocabulary.js';
 
@@ -62,6 +63,10 @@ interface TokenizerCore {
   readonly pieceEncoding: TokenVocabulary['encoding'];
   /** Each id's piece, built on first use by {@link HfQwen3Tokenizer.vocabulary}. */
   vocabulary?: TokenVocabulary;
+  /** The split at added tokens when `encode` may go section by section (see sections.ts); else undefined. */
+  readonly splitSections: ((text: string) => string[]) | undefined;
+  /** Ids of long sections encoded before (a chat's earlier turns). */
+  readonly sections: SectionCache;
 }
 
 /** `byte_level` for GPT-2-style byte-level BPE (Qwen3), `byte_fallback` for `<0xAB>` pieces, else `raw`. */
@@ -255,6 +260,8 @@ function buildCore(data: TokenizerData): TokenizerCore {
     templateSource: data.chatTemplate,
     config: data.tokenizerConfig,
     pieceEncoding: pieceEncodingOf(data.tokenizerJson.decoder),
+    splitSections: sectionSplitter(hf, data.tokenizerJson),
+    sections: new SectionCache(),
   };
 }
 
@@ -309,6 +316,25 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
   encode(text: string): number[] {
     if (typeof text !== 'string') throw new QkTokenizerError(`encode needs a string, got ${typeof text}.`);
     if (text.length === 0) return [];
+    const core = this.#core;
+    if (core.splitSections === undefined || text.length < core.sections.minChars)
+      return this.#encodeWhole(text);
+    const sections = this.#library('encoding', () => core.splitSections!(text));
+    const ids: number[] = [];
+    for (const section of sections) {
+      if (section.length === 0) continue;
+      let got = core.sections.get(section);
+      if (got === undefined) {
+        got = this.#encodeWhole(section);
+        core.sections.set(section, got);
+      }
+      for (const id of got) ids.push(id);
+    }
+    return ids;
+  }
+
+  /** The library's ids of `text` in one call, checked. */
+  #encodeWhole(text: string): number[] {
     // A post-processor that adds BOS/EOS would make encode(applyChatTemplate(...)) differ from the template text.
     return this.#checkedIds(
       this.#library('encoding', () => this.#core.hf.encode(text, { add_special_tokens: false }).ids),
@@ -411,8 +437,9 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
     const pieces = rendered.split(new RegExp(`\ue000${nonce}:(\\d+)\ue001`));
     const ids: number[] = [];
     pieces.forEach((piece, i) => {
-      if (i % 2 === 0) ids.push(...this.encode(piece));
-      else ids.push(...this.encodeRaw(specials[Number(piece)]!));
+      // A loop, not push(...): a long piece has more ids than a call may take arguments.
+      for (const id of i % 2 === 0 ? this.encode(piece) : this.encodeRaw(specials[Number(piece)]!))
+        ids.push(id);
     });
     return ids;
   }

@@ -1,8 +1,11 @@
 /**
- * Random JSON Schemas for structured-output tests: nested objects, arrays, enums, bounded strings and numbers,
- * `anyOf`, `const`. Every schema bounds its text (strings by `maxLength`/`pattern`/`enum`, numbers by
- * `minimum`/`maximum`, arrays by `maxItems`), so a constrained generation of noise always finishes in a few hundred
- * tokens; enum strings carry quotes, backslashes, tabs and non-ASCII to exercise escaping.
+ * Random JSON Schemas for structured-output tests: objects and arrays nested up to three deep, enums, bounded
+ * strings, integers with one or two bounds, numbers with two, one or none, `anyOf`, `const`. Every value's text is
+ * bounded: strings by `maxLength`/`pattern`/`enum`, arrays by `maxItems`, numbers by the product where the schema
+ * leaves them open (structured/schema.ts: integers within ±(2^53−1), other numbers at most 38 characters). So a
+ * constrained generation of noise always finishes: usually in tens of tokens, rarely in several hundred, and in the
+ * worst case (objects of four keys, three levels deep, every value a long number) in a few thousand. Enum strings
+ * carry quotes, backslashes, tabs and non-ASCII to exercise escaping.
  */
 
 /** A seeded generator of floats in [0, 1) (mulberry32). */
