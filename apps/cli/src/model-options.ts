@@ -34,6 +34,7 @@ export const MODEL_OPTIONS = {
   'logit-bias': { type: 'string' },
   seed: { type: 'string' },
   'max-context': { type: 'string' },
+  'prefill-chunk': { type: 'string' },
   'no-think': { type: 'boolean' },
   'parse-special': { type: 'boolean' },
   'skip-checks': { type: 'boolean' },
@@ -54,6 +55,8 @@ export const MODEL_HELP = `Model:
                      Quantized weights run on the layered engine (their default with a GPU) and on cpu;
                      the megakernel streams bf16 only
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
+  --prefill-chunk N  GPU engines: prompt tokens per prefill pass (default 4096); smaller needs less GPU
+                     memory for long prompts
   --skip-checks      load without checking the weights for NaN/Inf or the model's size against free memory
 ${MEGAKERNEL_TUNING_HELP}`;
 
@@ -145,6 +148,7 @@ export function modelChoice(values: ModelValues): {
   /** `--weights`; absent: the checkpoint's own format (bf16 for a float checkpoint). */
   weights?: 'bf16' | 'int8' | 'int4';
   maxContext?: number;
+  prefillChunk?: number;
 } {
   if (values.model !== undefined && values.preset !== undefined) {
     throw new UsageError('give --model DIR or --preset NAME, not both');
@@ -169,11 +173,14 @@ export function modelChoice(values: ModelValues): {
   const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
   if (maxContext === 0) throw new UsageError('--max-context must be at least 1');
+  const prefillChunk = intOption(values['prefill-chunk'], 'prefill-chunk');
+  if (prefillChunk === 0) throw new UsageError('--prefill-chunk must be at least 1');
   return {
     source,
     ...(engine === undefined ? {} : { engine }),
     ...(weights === undefined ? {} : { weights }),
     ...(maxContext === undefined ? {} : { maxContext }),
+    ...(prefillChunk === undefined ? {} : { prefillChunk }),
   };
 }
 
@@ -187,7 +194,7 @@ export async function openModel(
   signal?: AbortSignal,
   megakernel = megakernelFlag(values['megakernel-tuning']),
 ): Promise<Qwen3Model> {
-  const { source, engine, weights, maxContext } = modelChoice(values);
+  const { source, engine, weights, maxContext, prefillChunk } = modelChoice(values);
   const bar = createProgressBar(`loading ${source}${engine === undefined ? '' : ` (${engine})`}`);
   // A hub id not yet in the cache downloads first (qk pull's bar), then loads.
   let pulling: ProgressBar | undefined;
@@ -206,6 +213,7 @@ export async function openModel(
     ...(engine === undefined ? {} : { engine }),
     ...(weights === undefined ? {} : { weights }),
     ...(maxContext === undefined ? {} : { maxContext }),
+    ...(prefillChunk === undefined ? {} : { prefillChunk }),
     ...(values['skip-checks'] ? { checkWeights: false, checkMemory: false } : {}),
     ...megakernel,
     onLoadProgress: (p) => {

@@ -79,5 +79,9 @@ describe('--weights', () => {
     });
     expect(() => modelChoice({ weights: 'int4', engine: 'megakernel' })).toThrow(/use --engine layered/);
     expect(() => modelChoice({ weights: 'fp8' })).toThrow(UsageError);
+    expect(modelChoice({ preset: 'tiny', 'prefill-chunk': '512' })).toMatchObject({ prefillChunk: 512 });
+    for (const bad of ['0', '', '-4', '1e3']) {
+      expect(() => modelChoice({ preset: 'tiny', 'prefill-chunk': bad })).toThrow(UsageError);
+    }
   });
 });

@@ -112,6 +112,12 @@ export interface LoadOptions extends MegakernelEngineOptions {
    * `config.maxPositionEmbeddings`.
    */
   readonly maxContext?: number;
+  /**
+   * GPU engines: prompt tokens per prefill pass (default 4096). A longer prompt prefills in chunks, so the prefill's
+   * temporary GPU memory is bounded by the chunk (and a stop is seen between chunks); a smaller chunk needs less
+   * memory and runs a little slower. A positive integer.
+   */
+  readonly prefillChunk?: number;
   /** Seed of a preset's random weights (a non-negative safe integer). Default 0. Ignored for directories. */
   readonly seed?: number;
   /** Called after each tensor is loaded (or made, for a preset). */
@@ -619,6 +625,14 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   const dtype = options.dtype ?? placement.dtype;
   checkEngineAvailable(engineName, op, { config, dtype, weights: weightFormat });
   const maxContext = resolveMaxContext(config, options.maxContext);
+  const { prefillChunk } = options;
+  if (prefillChunk !== undefined && (!Number.isSafeInteger(prefillChunk) || prefillChunk < 1)) {
+    throw new QkValueError(
+      'loadQwen3',
+      'prefillChunk',
+      `must be a positive integer, got ${String(prefillChunk)}.`,
+    );
+  }
   if (options.checkMemory ?? true) {
     checkEngineMemory(engineName, config, maxContext, dtype, dirOrPreset, {
       format: weightFormat,
@@ -666,6 +680,7 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
       const engineOptions = {
         maxContext,
         vocabLimit: tokenizer.vocabSize,
+        ...(options.prefillChunk === undefined ? {} : { prefillChunk: options.prefillChunk }),
         ...megakernelEngineOptions(options),
       };
       // A float checkpoint asked for int8/int4 is quantized here, where its weights are (on the GPU for layered).

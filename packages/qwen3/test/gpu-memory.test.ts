@@ -11,11 +11,12 @@ import {
   cudaEmptyCache,
   cudaMemoryStats,
   QkOutOfMemoryError,
+  Tensor,
   useCudaBackend,
 } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
 import { disposeWeights } from '../src/checkpoint/index.js';
-import { engineOutOfMemory } from '../src/engine/common.js';
+import { engineOutOfMemory, prefillOutOfMemory } from '../src/engine/common.js';
 import { createEngine } from '../src/engine/index.js';
 import { QkMemoryError } from '../src/errors.js';
 import { toCuda } from './support/engine-checks.js';
@@ -49,6 +50,23 @@ describe('engineOutOfMemory', () => {
     );
     expect(small.message).toMatch(/asked for 300\.0 MiB with 0\.5 MiB free of 8\.0 GiB/);
     expect(small.message).toMatch(/maxContext 4096 takes 64\.0 MiB/);
+  });
+
+  it('a prefill that runs out says how long the prompt and its chunks were, and what to make smaller', () => {
+    const e = prefillOutOfMemory(
+      'layeredEngine.next',
+      { requestedBytes: 6 * GIB, freeBytes: 1.5 * GIB, totalBytes: 140 * GIB },
+      { tokens: 30_000, chunk: 4096 },
+    );
+    expect(e instanceof QkMemoryError).toBe(true);
+    expect(e.message).toBe(
+      'layeredEngine.next: running the prompt (30000 tokens, prefilled 4096 at a time) ran out of GPU memory: it asked for 6.0 GiB with 1.5 GiB free of 140 GiB; use a smaller prefill chunk (prefillChunk, --prefill-chunk), a shorter prompt, a smaller maxContext (--max-context), or int8/int4 weights (--weights int8 or int4), or free the GPU memory other processes or models hold.',
+    );
+    // A prompt shorter than a chunk is prefilled whole.
+    expect(
+      prefillOutOfMemory('op', { requestedBytes: 1, freeBytes: 0, totalBytes: 1 }, { tokens: 9, chunk: 4096 })
+        .message,
+    ).toContain('(9 tokens, prefilled 9 at a time)');
   });
 
   it('keeps the numbers of the out-of-memory error it replaces', () => {
@@ -100,6 +118,34 @@ describe.skipIf(!gpu)('a forced out-of-memory on the GPU', () => {
     expect(token >= 0 && token < config.vocabSize).toBe(true);
     engine.dispose(); // disposes the weights too
     cudaEmptyCache();
+  });
+});
+
+describe.skipIf(!gpu)('a prefill that runs out of GPU memory', () => {
+  it('gives QkMemoryError naming --prefill-chunk, and the engine runs on once memory is free', () => {
+    const config = smallConfig({ hiddenSize: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 64 });
+    const maxContext = 8192;
+    const engine = createEngine('layered', config, toCuda(randomWeights(config, 5, 'bf16')), { maxContext });
+    const prompt = randomIds(maxContext - 1, config.vocabSize - 1, 6);
+    const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
+    const expected = engine.next(prompt, 0, greedy, 0);
+    // Hold all but a little of the free memory: the prompt's activations (several MiB per pass) no longer fit.
+    cudaEmptyCache();
+    const hog = Tensor.empty([Math.floor(cudaDeviceInfo().freeMemoryBytes - 2 * 2 ** 20)], 'u8', 'cuda');
+    let caught: unknown = null;
+    try {
+      engine.next(prompt, 0, greedy, 0);
+    } catch (e) {
+      caught = e;
+    } finally {
+      hog.dispose();
+      cudaEmptyCache();
+    }
+    expect(caught instanceof QkMemoryError, String(caught)).toBe(true);
+    expect((caught as Error).message).toMatch(/running the prompt \(8191 tokens, prefilled 4096 at a time\)/);
+    expect((caught as Error).message).toContain('--prefill-chunk');
+    expect(engine.next(prompt, 0, greedy, 0)).toBe(expected);
+    engine.dispose();
   });
 });
 

@@ -171,6 +171,11 @@ describe('a checkpoint directory', () => {
     );
     await expect(loadQwen3('tiny', { engine: 'turbo' as never })).rejects.toBeInstanceOf(QkValueError);
     await expect(loadQwen3('tiny', { engine: 'cpu', maxContext: 0 })).rejects.toThrow(/maxContext/);
+    for (const prefillChunk of [0, -3, 1.5, Number.NaN]) {
+      await expect(loadQwen3('tiny', { engine: 'cpu', prefillChunk })).rejects.toThrow(
+        /"prefillChunk" must be a positive integer/,
+      );
+    }
     await expect(loadQwen3('tiny', { engine: 'cpu', maxContext: 5000 })).rejects.toThrow(/\[1, 4096\]/);
     await expect(loadQwen3('tiny', { engine: 'cpu', seed: -1 })).rejects.toThrow(/seed/);
     await expect(loadQwen3('tiny', { engine: 'cpu', dtype: 'i8' as never })).rejects.toThrow(/dtype/);

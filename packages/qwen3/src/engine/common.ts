@@ -315,6 +315,25 @@ export function weightsOutOfMemory(op: string, shortfall: DeviceShortfall): QkMe
   return outOfGpuMemory(op, 'loading the weights ran out of GPU memory', shortfall, '', 'a smaller model');
 }
 
+/**
+ * The error for a prompt whose prefill ran out of device memory: its activations (a chunk of `chunk` rows at a
+ * time) did not fit beside the weights and the KV cache. The rows of the chunks that finished stay valid; nothing
+ * records the failed one, so the next generation prefills it again.
+ */
+export function prefillOutOfMemory(
+  op: string,
+  shortfall: DeviceShortfall,
+  prompt: { readonly tokens: number; readonly chunk: number },
+): QkMemoryError {
+  return outOfGpuMemory(
+    op,
+    `running the prompt (${prompt.tokens} tokens, prefilled ${Math.min(prompt.tokens, prompt.chunk)} at a time) ran out of GPU memory`,
+    shortfall,
+    '',
+    'a smaller prefill chunk (prefillChunk, --prefill-chunk), a shorter prompt, a smaller maxContext (--max-context)',
+  );
+}
+
 /** "<what>: it asked for X with Y free of Z<detail>; use <smaller>, or int8/int4 weights …, or free the GPU …". */
 function outOfGpuMemory(
   op: string,

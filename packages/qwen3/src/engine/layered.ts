@@ -75,6 +75,7 @@ import {
   checkStepControls,
   checkWeightsMatchConfig,
   engineOutOfMemory,
+  prefillOutOfMemory,
   stepSeed,
 } from './common.js';
 import { DeviceSampler } from './device-sampling.js';
@@ -705,6 +706,16 @@ export function createLayeredEngine(
     return prefillPass(ids.slice(last), start + last, true)!;
   }
 
+  /** `run()`, with a device out-of-memory turned into the prefill's own error (what to make smaller). */
+  function prefillOrExplain<R>(run: () => R, tokens: number): R {
+    try {
+      return run();
+    } catch (e) {
+      if (!(e instanceof QkOutOfMemoryError)) throw e;
+      throw prefillOutOfMemory(op, e, { tokens, chunk: prefillChunk });
+    }
+  }
+
   /** One prefill pass over `ids` at `start…`; with `logits`, returns the last position's logits (a new tensor). */
   function prefillPass(ids: readonly number[], start: number, logits: boolean): T | null {
     const n = ids.length;
@@ -756,7 +767,7 @@ export function createLayeredEngine(
       filled = start + 1;
       return { logits: b.logits, owned: false, greedy: () => b.next.item(), settled };
     }
-    const logits = prefill(ids, start);
+    const logits = prefillOrExplain(() => prefill(ids, start), ids.length);
     filled = start + ids.length;
     return {
       logits,
@@ -894,7 +905,7 @@ export function createLayeredEngine(
       const chunk = ids.slice(c, c + prefillChunk);
       checkForwardArgs(op, config, maxContext, filled, chunk, start + c);
       ahead = null; // as in forward(): this pass overwrites what queued steps wrote
-      prefillPass(chunk, start + c, false);
+      prefillOrExplain(() => prefillPass(chunk, start + c, false), ids.length);
       cudaSynchronize();
       filled = start + c + chunk.length;
       await between();
