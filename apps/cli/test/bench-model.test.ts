@@ -1,7 +1,12 @@
 /** The bytes a decode step reads, as the decode bench counts them (the GB/s and % of ceiling columns); its draws. */
 import { loadQwen3, PRESETS } from '@qk/qwen3';
 import { describe, expect, it, vi } from 'vitest';
-import { benchModel, bytesPerToken, samplingLabel } from '../src/commands/bench-model.js';
+import {
+  benchModel,
+  bytesPerToken,
+  samplingLabel,
+  structuredBenchModel,
+} from '../src/commands/bench-model.js';
 
 describe('bytesPerToken', () => {
   // Qwen3-0.6B: 28 layers of 15,730,944 weights (q/k/v 4,194,304, o 2,097,152, gate/up/down 9,437,184, norms 2,304),
@@ -61,4 +66,29 @@ describe('benchModel', () => {
       model.dispose();
     }
   });
+});
+
+describe('structuredBenchModel', () => {
+  it('generates greedily from a text prompt, with the schema when given, reporting the grammar time', async () => {
+    const model = await loadQwen3('tiny', { engine: 'cpu' });
+    const wrapped = structuredBenchModel(model);
+    const schema = {
+      type: 'object',
+      properties: { ok: { type: 'boolean' } },
+      required: ['ok'],
+      additionalProperties: false,
+    };
+    try {
+      expect(wrapped.engine).toBe('cpu');
+      const free = await wrapped.generate('Say: ', 3);
+      expect(free.grammarMs).toBe(0);
+      expect(free.generatedTokens).toBe(3);
+      const constrained = await wrapped.generate('Say: ', 40, schema);
+      expect(constrained.grammarMs).toBeGreaterThan(0);
+      expect(constrained.finishReason).toBe('stop');
+    } finally {
+      wrapped.dispose();
+    }
+    expect(() => model.generate('x')).toThrow(/dispos/);
+  }, 120_000);
 });

@@ -52,7 +52,7 @@ export interface E2eModel {
 /** Opens the model of a run on an engine (undefined: the model's default engine). */
 export type E2eOpener = (engine: string | undefined) => Promise<E2eModel>;
 
-interface E2eCommon {
+export interface E2eCommon {
   backend: BenchBackend;
   open: E2eOpener;
   /** Runs per case; the median is reported (default 3). */
@@ -258,8 +258,9 @@ function rateRow(rates: number[]) {
   return { timing, tokPerS: 1e6 / timing.median };
 }
 
-const report = (
-  o: E2eCommon,
+/** The fields every end-to-end report starts with. */
+export const reportHeader = (
+  o: Pick<E2eCommon, 'name' | 'backend' | 'machine'>,
   suite: string,
   title: string,
   description: string,
@@ -337,7 +338,7 @@ export async function runDecodeSuite(o: DecodeSuiteOptions): Promise<BenchReport
     notes.push(
       'qk samples; the HF peers decode greedily, so their ratios set a sampled step beside a greedy one.',
     );
-  const base = report(
+  const base = reportHeader(
     o,
     'decode',
     `Decode speed per position (${source})`,
@@ -402,7 +403,7 @@ export async function runPrefillSuite(o: PrefillSuiteOptions): Promise<BenchRepo
     }
   }
   return {
-    ...report(
+    ...reportHeader(
       o,
       'prefill',
       `Prefill latency per prompt length (${source})`,
@@ -452,7 +453,7 @@ export async function runPatchSuite(o: PatchSuiteOptions): Promise<BenchReport> 
   try {
     if (!model.patch) {
       return {
-        ...report(o, 'patch', 'Eager-style vs fused modules', 'Module patching end to end.', 'ms'),
+        ...reportHeader(o, 'patch', 'Eager-style vs fused modules', 'Module patching end to end.', 'ms'),
         status: 'skipped',
         skipReason: `the ${engine} engine has no patchable modules (patching needs the layered GPU engine)`,
         peers: [],
@@ -505,7 +506,7 @@ export async function runPatchSuite(o: PatchSuiteOptions): Promise<BenchReport> 
   }
   const table = patchTable(rows, o.lengths);
   return {
-    ...report(
+    ...reportHeader(
       o,
       'patch',
       `Eager-style vs fused modules (${source}, ${engine})`,

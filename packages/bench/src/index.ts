@@ -89,6 +89,14 @@ export {
   type ServeTarget,
 } from './serve/suite.js';
 export { type Summary, summarize } from './stats.js';
+export {
+  runStructuredSuite,
+  STRUCTURED_BARS,
+  STRUCTURED_SCHEMAS,
+  type StructuredModel,
+  type StructuredStats,
+  type StructuredSuiteOptions,
+} from './structured.js';
 export { gemvSuite, OP_SUITES, OP_SUITES_BY_NAME, opsSuite } from './suites/index.js';
 export {
   type BarSpec,

@@ -456,15 +456,18 @@ export class Qwen3Model {
       return new Generation((sink) => runGeneration(job, sink));
     return new Generation(async (sink) => {
       let { constraint } = job;
+      let grammarMs = 0;
       if (structured !== undefined) {
+        const compileStart = performance.now();
         try {
           constraint = await createConstraint('Qwen3Model', structured.param, structured.spec, target!);
         } catch (e) {
           job.turn.release();
           throw e;
         }
+        grammarMs = performance.now() - compileStart;
       }
-      const result = await runGeneration({ ...job, constraint }, sink);
+      const result = await runGeneration({ ...job, constraint, grammarMs }, sink);
       const parts = finish === undefined ? result : finish(result);
       if (structured?.schema !== undefined) checkStructuredOutput(structured.param, structured.schema, parts);
       return parts;

@@ -1,5 +1,5 @@
 /** A @qk/qwen3 model as the end-to-end bench suites see it (@qk/bench does not depend on the model package). */
-import type { E2eModel } from '@qk/bench';
+import type { E2eModel, StructuredModel } from '@qk/bench';
 import type { GenerateOptions, Qwen3Config, Qwen3Model } from '@qk/qwen3';
 
 /**
@@ -99,6 +99,24 @@ export function benchModel(model: Qwen3Model, sampling?: GenerateOptions): E2eMo
     ...(model.engine === 'layered'
       ? { patch: (spec: Record<string, string>) => model.patch(spec as Parameters<Qwen3Model['patch']>[0]) }
       : {}),
+    dispose: () => model.dispose(),
+  };
+}
+
+/** Wraps a loaded model for the structured suite: greedy generations from a text prompt, with or without a schema. */
+export function structuredBenchModel(model: Qwen3Model): StructuredModel {
+  return {
+    engine: model.engine,
+    source: model.source,
+    generate: async (prompt, maxTokens, schema) => {
+      model.forgetPrefix();
+      const options: GenerateOptions = {
+        temperature: 0,
+        maxTokens,
+        ...(schema === undefined ? {} : { schema }),
+      };
+      return (await model.generate(prompt, options).result).stats;
+    },
     dispose: () => model.dispose(),
   };
 }

@@ -24,6 +24,7 @@ import {
   runOpSuite,
   runPatchSuite,
   runPrefillSuite,
+  runStructuredSuite,
   skippedReport,
   writeReports,
 } from '@qk/bench';
@@ -39,7 +40,7 @@ import {
   samplingOptions,
   withInterrupt,
 } from '../model-options.js';
-import { benchModel } from './bench-model.js';
+import { benchModel, structuredBenchModel } from './bench-model.js';
 import { BENCH_SERVE_HELP, benchServe } from './bench-serve.js';
 
 const E2E_SUITES = ['decode', 'prefill', 'patch'] as const;
@@ -64,6 +65,8 @@ End-to-end suites (loadQwen3 + generate, host overhead included; HF transformers
               alone with --weights int8|int4), greedy unless the sampling flags below are given
   prefill     prompt latency per length
   patch       eager-style vs fused RMSNorm, SwiGLU and RoPE: prefill latency and decode tok/s per variant
+  structured  JSON Schema output: grammar compile per new schema (bar ≤ 50 ms) and greedy constrained decode
+              tok/s against the same model unconstrained (bar ≥ 0.85×), on the default engine or --engine
 ${BENCH_SERVE_HELP}
 
 Without a GPU the op suites run the plain-TypeScript references (float32) at small sizes and the end-to-end
@@ -83,7 +86,8 @@ Options:
                      graph), or both (default); graph alone takes a fraction of the time
   --engines LIST     end-to-end: engines to measure, comma-separated (e.g. layered,megakernel)
   --positions LIST   decode: positions (default 1,128,512,1024,4096; CPU 1,16,64)
-  --tokens N         decode: tokens per run (default 256; CPU 16); patch: decode tokens (default 128)
+  --tokens N         decode: tokens per run (default 256; CPU 16); patch: decode tokens (default 128);
+                     structured: tokens per decode run (default 128; CPU 12)
   --lengths LIST     prefill and patch: prompt lengths (default prefill 128,512,1024,2048,4096,8192, patch
                      128,256,512,1024,2048; CPU 16,64)
   --runs N           end-to-end: runs per case, median reported (default 3)
@@ -190,7 +194,7 @@ export function benchSampling(values: ModelValues, suites: readonly string[]): G
 
 /** Every suite name `qk bench` accepts. */
 export function suiteNames(): string[] {
-  return [...OP_SUITES_BY_NAME.keys(), ...E2E_SUITES, 'serve'];
+  return [...OP_SUITES_BY_NAME.keys(), ...E2E_SUITES, 'structured', 'serve'];
 }
 
 export async function benchCommand(argv: string[]): Promise<number> {
@@ -206,6 +210,9 @@ export async function benchCommand(argv: string[]): Promise<number> {
     console.log(`${'decode'.padEnd(12)}Decode tok/s per position per engine, beside HF transformers`);
     console.log(`${'prefill'.padEnd(12)}Prefill latency per prompt length, beside HF transformers`);
     console.log(`${'patch'.padEnd(12)}Eager-style vs fused modules end to end`);
+    console.log(
+      `${'structured'.padEnd(12)}JSON Schema grammar compile and constrained decode vs unconstrained`,
+    );
     console.log(`${'serve'.padEnd(12)}qk serve under concurrent clients, and prefix reuse (not in all)`);
     return 0;
   }
@@ -227,7 +234,9 @@ export async function benchCommand(argv: string[]): Promise<number> {
       );
     }
   }
-  const names = all ? [...OP_SUITES.map((s) => s.name), ...E2E_SUITES] : [...new Set(positionals)];
+  const names = all
+    ? [...OP_SUITES.map((s) => s.name), ...E2E_SUITES, 'structured']
+    : [...new Set(positionals)];
   if (values.name !== undefined && names.length !== 1) throw new UsageError('--name needs exactly one suite');
   const hfPeers = hfPeerList(values['hf-peers']); // refused before anything runs
   const sampling = benchSampling(values, names);
@@ -267,6 +276,8 @@ export async function benchCommand(argv: string[]): Promise<number> {
       if (values.name) report = { ...report, suite: values.name };
     } else if (name === 'serve') {
       report = await benchServe(values, backend, machine, log, values.name);
+    } else if (name === 'structured') {
+      report = await benchStructured(values, megakernel, backend, machine, log);
     } else {
       report = await runE2e(
         name as E2eSuite,
@@ -391,6 +402,38 @@ async function runE2e(
       open: (e) => open(e ?? values.engine ?? 'layered', maxContext),
     });
   });
+}
+
+/** The structured suite on the model the flags name (its default engine, or --engine). */
+async function benchStructured(
+  values: Values,
+  megakernel: MegakernelEngineOptions,
+  backend: BenchBackend,
+  machine: ReturnType<typeof machineInfo>,
+  log: (line: string) => void,
+): Promise<BenchReport> {
+  const cpu = backend === 'cpu';
+  const runs = positiveInt(values.runs, 3, 'runs');
+  const tokens = positiveInt(values.tokens, cpu ? 12 : 128, 'tokens');
+  const modelValues: ModelValues = { ...values, ...(cpu && !values.engine ? { engine: 'cpu' } : {}) };
+  return withInterrupt(async (signal) =>
+    runStructuredSuite({
+      backend,
+      runs,
+      tokens,
+      onProgress: log,
+      machine,
+      ...(values.name ? { name: values.name } : {}),
+      open: async () =>
+        structuredBenchModel(
+          await openModel(
+            { ...modelValues, 'max-context': modelValues['max-context'] ?? String(tokens + 256) },
+            signal,
+            megakernel,
+          ),
+        ),
+    }),
+  );
 }
 
 /** The engines an end-to-end suite measures (undefined: the model's default). */

@@ -40,6 +40,12 @@ export interface GenerationStats {
   readonly generatedTokens: number;
   /** The effective token limit: `maxTokens`, or less when the prompt left less room in the context. */
   readonly maxTokens: number;
+  /**
+   * Time spent turning `schema`/`grammar`/`tools` into the constraint (compiling the grammar, or finding it among
+   * those compiled before, and starting its matcher); 0 for an unconstrained generation. Part of
+   * `timeToFirstTokenMs`.
+   */
+  readonly grammarMs: number;
   /** Time spent waiting for earlier generations on the same model. */
   readonly queuedMs: number;
   /** The prompt's forward pass, which also picks the first token. */
@@ -210,6 +216,8 @@ export interface GenerationJob {
   readonly prefix?: PrefixCache;
   /** Restricts each step's tokens (see {@link TokenConstraint}); absent: none. */
   readonly constraint?: TokenConstraint;
+  /** How long making {@link constraint} took (reported as `stats.grammarMs`); absent: 0. */
+  readonly grammarMs?: number;
   /** Log-probabilities to report: alternatives per token, or absent / `null` for none. */
   readonly topLogprobs?: number | null;
 }
@@ -439,6 +447,7 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
         cachedPromptTokens: cached,
         generatedTokens: produced,
         maxTokens: job.maxTokens,
+        grammarMs: job.grammarMs ?? 0,
         queuedMs: startedAt - enqueuedAt,
         prefillMs: firstAt - startedAt,
         timeToFirstTokenMs: firstAt - job.calledAt,

@@ -1,0 +1,81 @@
+/**
+ * The structured suite with a stand-in model of known speeds: compile times and constrained rates become rows with
+ * the unconstrained rate as their peer, the bars judged from the medians, every schema compiled under new property
+ * names, and a valid report.
+ */
+import { Rng } from '@qk/ops';
+import { describe, expect, it } from 'vitest';
+import {
+  runStructuredSuite,
+  STRUCTURED_BARS,
+  STRUCTURED_SCHEMAS,
+  type StructuredModel,
+  validateReport,
+} from '../src/index.js';
+
+function fakeModel(rng: Rng, seen: object[], freeRate: number, rateFor: (schema: object) => number) {
+  let disposed = 0;
+  const model: StructuredModel & { disposed: () => number } = {
+    engine: 'megakernel',
+    source: 'fake-0.6b',
+    generate: async (_prompt, maxTokens, schema) => {
+      if (schema !== undefined) seen.push(schema);
+      const jitter = 1 + 0.01 * rng.nextFloat();
+      const keys = schema === undefined ? 0 : JSON.stringify(schema).length;
+      return {
+        grammarMs: schema === undefined ? 0 : (keys / 10) * jitter,
+        decodeTokensPerSecond: (schema === undefined ? freeRate : rateFor(schema)) * jitter,
+        generatedTokens: schema === undefined ? maxTokens : Math.min(maxTokens, 20),
+        finishReason: schema === undefined ? 'length' : 'stop',
+      };
+    },
+    dispose: () => {
+      disposed++;
+    },
+    disposed: () => disposed,
+  };
+  return model;
+}
+
+describe('structured suite', () => {
+  it('rows per schema: compile ms against ≤ 50 ms, constrained tok/s against the unconstrained rate', async () => {
+    const seed = Math.floor(Math.random() * 1e9);
+    const rng = new Rng(seed);
+    const seen: object[] = [];
+    // Constrained decode at 90% of 1,000 tok/s, except the bounded-length schema at 50%.
+    const model = fakeModel(rng, seen, 1000, (s) => (JSON.stringify(s).includes('maxLength') ? 500 : 900));
+    const runs = 3;
+    const r = await runStructuredSuite({ backend: 'cuda', runs, tokens: 64, open: async () => model });
+    expect(validateReport(r), `seed ${seed}`).toEqual([]);
+    expect(model.disposed()).toBe(1);
+    expect(r.peers.map((p) => p.name)).toEqual(['unconstrained']);
+    const compile = r.rows.filter((x) => x.series === 'compile');
+    const decode = r.rows.filter((x) => x.series === 'decode');
+    expect(compile.map((x) => x.params.schema)).toEqual(STRUCTURED_SCHEMAS.map((s) => s.name));
+    expect(decode).toHaveLength(STRUCTURED_SCHEMAS.length);
+    for (const row of compile) {
+      expect(row.bar?.met).toBe(row.timing.median <= STRUCTURED_BARS.compileMs);
+    }
+    for (const row of decode) {
+      const peer = row.peers.unconstrained as { time: number; ratio: number };
+      expect(peer.ratio).toBeCloseTo(peer.time / row.timing.median, 9);
+      const slow = row.params.schema === 'maxLength 24';
+      expect(peer.ratio).toBeGreaterThan(slow ? 0.48 : 0.88);
+      expect(peer.ratio).toBeLessThan(slow ? 0.52 : 0.92);
+      expect(row.bar?.met).toBe(!slow);
+      expect(row.tokPerS).toBeCloseTo(1000 / row.timing.median, 9);
+    }
+    // A warm-up and `runs` compiles per schema, each under property names no other call used.
+    expect(seen).toHaveLength(1 + runs * STRUCTURED_SCHEMAS.length);
+    const names = seen.map((s) => Object.keys((s as { properties: object }).properties).join(','));
+    expect(new Set(names).size).toBe(names.length);
+  });
+
+  it('a model that cannot produce two constrained tokens gives a note instead of a decode row', async () => {
+    const model = fakeModel(new Rng(1), [], 1000, () => 0);
+    const r = await runStructuredSuite({ backend: 'cpu', runs: 1, tokens: 8, open: async () => model });
+    expect(validateReport(r)).toEqual([]);
+    expect(r.rows.every((x) => x.series === 'compile')).toBe(true);
+    expect(r.notes).toHaveLength(STRUCTURED_SCHEMAS.length);
+  });
+});
