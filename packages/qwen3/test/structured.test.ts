@@ -245,24 +245,55 @@ describe('EBNF grammars', () => {
 });
 
 describe('our EBNF for integer ranges, finite numbers and literals', () => {
-  it('the EBNF accepts exactly the JSON integers in range, around both bounds and across zero', async () => {
+  it('the EBNF accepts exactly the JSON integers in range, around both bounds, across zero and far past them, in the string acceptor and in the token matcher', async () => {
     const xgrammar = loadXGrammar();
-    const rand = seededRandom(Math.floor(Math.random() * 1e9));
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const safe = Number.MAX_SAFE_INTEGER;
+    const digitRun = (n: number) =>
+      Array.from({ length: n }, () => '123456789'[Math.floor(rand() * 9)]).join('');
+    const ranges: [number, number][] = [
+      // One-sided schema bounds become [lo, ±(2^53−1)]; this one let a 67-digit integer through the old EBNF.
+      [369, safe],
+      [-safe, safe],
+      [-safe, -17],
+      [0, 150],
+    ];
     for (let t = 0; t < 16; t++) {
       const scale = [10, 1000, 100_000, 1e12][t % 4]!;
       const lo = Math.floor((rand() - 0.5) * scale);
-      const hi = lo + Math.floor(rand() * scale);
-      const grammar = await xgrammar.api.Grammar.fromEBNF(`root ::= ${integerRangeEbnf(lo, hi)}`);
+      ranges.push([lo, lo + Math.floor(rand() * scale)]);
+    }
+    for (const [lo, hi] of ranges) {
+      const ebnf = `root ::= ${integerRangeEbnf(lo, hi)}`;
+      const grammar = await xgrammar.api.Grammar.fromEBNF(ebnf);
+      const compiled = await compileGrammar('test', 'grammar', { kind: 'grammar', grammar: ebnf }, target);
+      const stop = [...stopIds][0]!;
       const candidates = new Set<string>(['-0', '00', `0${Math.abs(hi)}`, '', '+1']);
       for (let d = -40; d <= 40; d++) candidates.add(String(lo + d)).add(String(hi + d));
       for (let i = 0; i < 40; i++) candidates.add(String(Math.floor(lo + rand() * (hi - lo))));
+      // Digit strings longer than any bound, and bounds with digits appended.
+      for (const n of [17, 18, 25, 40]) candidates.add(digitRun(n)).add(`-${digitRun(n)}`);
+      candidates
+        .add(`${hi}0`)
+        .add(`${lo}9`)
+        .add(`${hi}${digitRun(20)}`);
       for (const text of candidates) {
         const want =
           /^-?(0|[1-9][0-9]*)$/.test(text) && text !== '-0' && Number(text) >= lo && Number(text) <= hi;
-        expect(
-          await xgrammar.api.Testings.isGrammarAcceptString(grammar, text),
-          `[${lo}, ${hi}] ${text}`,
-        ).toBe(want);
+        const where = `[${lo}, ${hi}] ${text} (seed ${seed})`;
+        expect(await xgrammar.api.Testings.isGrammarAcceptString(grammar, text), where).toBe(want);
+        // The token matcher (what a generation runs), one token at a time, then the stop token.
+        const matcher = await compiled.instance.api.GrammarMatcher.createGrammarMatcher(compiled.grammar, [
+          ...compiled.stopIds,
+        ]);
+        try {
+          const accepted =
+            tokenizer.encode(text).every((id) => matcher.acceptToken(id)) && matcher.acceptToken(stop);
+          expect(accepted, `matcher: ${where}`).toBe(want);
+        } finally {
+          matcher.dispose();
+        }
       }
       grammar.dispose();
     }

@@ -4,8 +4,8 @@
  * which admits 960–967) and literal choices (`enum`, `const`: alternatives where one is a prefix of another). The
  * schema is compiled with a placeholder in their place, which grammar.ts replaces by these expressions.
  *
- * Integer ranges match exactly the decimal JSON integers in `[lo, hi]` (no leading zeros, `-0` excluded); within one
- * digit count, alternatives at each level start with different digits, so no alternative is a prefix of another.
+ * Integer ranges match exactly the decimal JSON integers in `[lo, hi]` (no leading zeros, `-0` excluded), written as
+ * a deterministic automaton over digits (see `magnitudes`).
  * schema.ts gives every integer a range (±(2^53−1) where the schema sets none).
  *
  * An unbounded `number` is our finite-number expression instead of xgrammar's, which allows any count of digits
@@ -14,46 +14,93 @@
  * every text it matches parses to a finite double and is at most 38 characters.
  */
 
-/** Numbers of the same digit count `a ≤ b` (as strings, inner digits may be zeros). */
-function sameLength(a: string, b: string): string {
-  if (a === b) return `"${a}"`;
-  if (a.length === 1) return `[${a}-${b}]`;
-  let shared = 0;
-  while (a[shared] === b[shared]) shared++;
-  if (shared > 0) return `"${a.slice(0, shared)}" ${group(sameLength(a.slice(shared), b.slice(shared)))}`;
-  const rest = a.length - 1;
-  const lowTail = a.slice(1);
-  const highTail = b.slice(1);
-  const parts: string[] = [];
-  let first = Number(a[0]);
-  let last = Number(b[0]);
-  if (!/^0*$/.test(lowTail)) {
-    parts.push(`"${a[0]}" ${group(sameLength(lowTail, '9'.repeat(rest)))}`);
-    first++;
+/**
+ * The decimal strings of the integers in `[lo, hi]` (`0 ≤ lo ≤ hi`, no leading zeros) as a deterministic automaton
+ * over digits, written out as one EBNF expression: at every point the digits that may come next are split into
+ * disjoint classes, each with one continuation, and a point where the number may end makes the rest optional. So
+ * the grammar engine never holds two readings of one prefix.
+ *
+ * (The first version was one alternative per digit count — `[4-9] [0-9]{2} | [1-9] [0-9]{3} | …` — whose
+ * alternatives share prefixes. xgrammar 0.1.27's matcher accepted unbounded digit strings from it, although its own
+ * string acceptor refused them: `[369, 2^53−1]` let a 67-digit integer through.)
+ */
+function magnitudes(lo: bigint, hi: bigint): string {
+  // A track per digit count d still possible: digits read, and whether the prefix still equals the lowest (tl) or
+  // highest (th) d-digit number allowed.
+  type Track = { d: number; pos: number; tl: boolean; th: boolean };
+  const bounds = new Map<number, [string, string]>();
+  for (let d = lo.toString().length; d <= hi.toString().length; d++) {
+    const floor = d === 1 ? 0n : 10n ** BigInt(d - 1);
+    const ceil = 10n ** BigInt(d) - 1n;
+    const a = lo > floor ? lo : floor;
+    const b = hi < ceil ? hi : ceil;
+    if (a <= b) bounds.set(d, [a.toString(), b.toString()]);
   }
-  const high: string[] = [];
-  if (!/^9*$/.test(highTail)) {
-    high.push(`"${b[0]}" ${group(sameLength('0'.repeat(rest), highTail))}`);
-    last--;
-  }
-  if (first <= last) parts.push(`${first === last ? `"${first}"` : `[${first}-${last}]`} [0-9]{${rest}}`);
-  parts.push(...high);
-  return parts.join(' | ');
+  // A finished track, or a tight one whose bound's remaining digits admit every digit string (all 0s below, all 9s
+  // above), is the same state as a free one: folding them keeps the automaton minimal.
+  const fold = (t: Track): Track => {
+    if (t.pos === t.d) return { ...t, tl: false, th: false };
+    const [a, b] = bounds.get(t.d)!;
+    return {
+      ...t,
+      tl: t.tl && !/^0*$/.test(a.slice(t.pos)),
+      th: t.th && !/^9*$/.test(b.slice(t.pos)),
+    };
+  };
+  const keyOf = (tracks: Track[]) =>
+    tracks
+      .map((t) => `${t.d}.${t.pos}.${t.tl ? 1 : 0}${t.th ? 1 : 0}`)
+      .sort()
+      .join(' ');
+  const memo = new Map<string, string>();
+  const expr = (tracks: Track[]): string => {
+    const key = keyOf(tracks);
+    const known = memo.get(key);
+    if (known !== undefined) return known;
+    const accepting = tracks.some((t) => t.pos === t.d);
+    // Digits grouped by the state they lead to, in digit order.
+    const byTarget = new Map<string, { digits: number[]; next: Track[] }>();
+    for (let x = 0; x <= 9; x++) {
+      const next: Track[] = [];
+      for (const t of tracks) {
+        if (t.pos === t.d) continue;
+        const [a, b] = bounds.get(t.d)!;
+        const low = t.tl ? Number(a[t.pos]) : 0;
+        const high = t.th ? Number(b[t.pos]) : 9;
+        if (x < low || x > high) continue;
+        next.push(fold({ d: t.d, pos: t.pos + 1, tl: t.tl && x === low, th: t.th && x === high }));
+      }
+      if (next.length === 0) continue;
+      const k = keyOf(next);
+      const entry = byTarget.get(k);
+      if (entry === undefined) byTarget.set(k, { digits: [x], next });
+      else entry.digits.push(x);
+    }
+    const alternatives = [...byTarget.values()].map(({ digits, next }) => {
+      const rest = expr(next);
+      return rest === '' ? digitClass(digits) : `${digitClass(digits)} ${rest}`;
+    });
+    let out: string;
+    if (alternatives.length === 0) out = '';
+    else if (accepting) out = `(${alternatives.join(' | ')})?`;
+    else out = alternatives.length === 1 ? alternatives[0]! : `(${alternatives.join(' | ')})`;
+    memo.set(key, out);
+    return out;
+  };
+  return expr([...bounds.keys()].map((d) => fold({ d, pos: 0, tl: true, th: true })));
 }
 
-const group = (expression: string) => (expression.includes(' | ') ? `(${expression})` : expression);
-
-/** Non-negative integers in `[lo, hi]`, one alternative per digit count. */
-function nonNegative(lo: bigint, hi: bigint): string[] {
-  const parts: string[] = [];
-  for (let from = lo; from <= hi; ) {
-    const digits = from.toString().length;
-    const top = 10n ** BigInt(digits) - 1n;
-    const to = top < hi ? top : hi;
-    parts.push(sameLength(from.toString(), to.toString()));
-    from = to + 1n;
+/** `digits` (ascending) as one EBNF character class, or a literal for a single digit. */
+function digitClass(digits: readonly number[]): string {
+  if (digits.length === 1) return `"${digits[0]}"`;
+  let out = '';
+  for (let i = 0; i < digits.length; ) {
+    let j = i;
+    while (j + 1 < digits.length && digits[j + 1] === digits[j]! + 1) j++;
+    out += j === i ? `${digits[i]}` : j === i + 1 ? `${digits[i]}${digits[j]}` : `${digits[i]}-${digits[j]}`;
+    i = j + 1;
   }
-  return parts;
+  return `[${out}]`;
 }
 
 /**
@@ -66,13 +113,9 @@ export function integerRangeEbnf(lo: number, hi: number): string {
     throw new RangeError(`integerRangeEbnf needs safe integers lo <= hi, got ${lo} and ${hi}.`);
   }
   const parts: string[] = [];
-  if (lo < 0) {
-    // Negative numbers are "-" and a magnitude in [max(1, -hi), -lo].
-    const top = BigInt(-lo);
-    const bottom = hi < 0 ? BigInt(-hi) : 1n;
-    parts.push(`"-" ${group(nonNegative(bottom, top).join(' | '))}`);
-  }
-  if (hi >= 0) parts.push(...nonNegative(BigInt(Math.max(lo, 0)), BigInt(hi)));
+  // Negative numbers are "-" and a magnitude in [max(1, -hi), -lo]; "-" starts no non-negative number.
+  if (lo < 0) parts.push(`"-" ${magnitudes(hi < 0 ? BigInt(-hi) : 1n, BigInt(-lo))}`);
+  if (hi >= 0) parts.push(magnitudes(BigInt(Math.max(lo, 0)), BigInt(hi)));
   return `(${parts.join(' | ')})`;
 }
 
