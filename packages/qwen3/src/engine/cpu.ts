@@ -73,7 +73,7 @@ export const DEFAULT_STEP_BUDGET_MS = 200;
 
 /**
  * Multiply-adds per second assumed before a layer has been timed: a slow core running the float32 reference ops
- * (this repository's 2-core CI machine does 3–4 times more). It only sizes the first chunk; measurements take over.
+ * (this repository's 2-core CI machine does about twice that). It only sizes the first chunk; measurements take over.
  */
 const ASSUMED_MACS_PER_SECOND = 2.5e8;
 
@@ -364,7 +364,7 @@ class CpuEngine implements Engine {
       let slowestLayerMs = 0;
       for (let t0 = performance.now(), r = steps.next(); ; r = steps.next()) {
         const t1 = performance.now();
-        // Pieces of the LM head are not layers; a single row (decode) says nothing about chunk sizes either.
+        // Pieces of the LM head are not layers.
         if (r.value !== 'lm-head') slowestLayerMs = Math.max(slowestLayerMs, t1 - t0);
         if (r.done) {
           logits = r.value;
@@ -374,7 +374,8 @@ class CpuEngine implements Engine {
         this.#live('CpuEngine.next'); // disposed while it waited: stop here
         t0 = performance.now();
       }
-      // A zero reading (a layer faster than the clock) keeps the current size.
+      // A zero reading (a layer faster than the clock) keeps the current size, and so does a single row (a decode
+      // step) unless chunks are already down to one row.
       if (slowestLayerMs > 0 && (rows > 1 || this.#chunkRows === 1)) {
         this.#chunkRows = chunkRowsFor(this.#stepBudgetMs, slowestLayerMs / rows);
       }

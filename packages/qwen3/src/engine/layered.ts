@@ -571,6 +571,9 @@ export function createLayeredEngine(
       m.mlp({ x: b.x, gateUp: layer.gateUp, gate: layer.gate, up: layer.up, down: layer.down, out: b.mlp });
       const nextNorm = layers[i + 1]?.inputNorm ?? norm;
       m.rmsnorm({ x: b.mlp, residual: b.residual, weight: nextNorm, eps, out: b.x, residualOut: b.residual });
+      // Freed layer by layer, so a prefill holds one layer's projections at a time (the queued kernels still run:
+      // the allocator reuses freed blocks in stream order).
+      for (const t of owned.splice(0)) t.dispose();
     });
   }
 
