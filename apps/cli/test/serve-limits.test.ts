@@ -66,6 +66,7 @@ describe('qk serve errors', () => {
       ['seed', 1.5],
       ['n', 2],
       ['stop', ['a', 'b', 'c', 'd', 'e']],
+      ['parallel_tool_calls', 'no'],
     ] as const) {
       await expectError(
         await postJson(chatUrl, { model: MODEL_ID, messages: hi, [field]: value }),

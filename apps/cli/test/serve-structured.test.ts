@@ -143,17 +143,20 @@ describe('tools', () => {
     const messages: ChatCompletionMessageParam[] = [
       { role: 'user', content: [{ type: 'text', text: `Weather in ${word()}?` }] },
     ];
+    // One call per reply: with parallel calls, a random model at temperature 1 sometimes chained calls past the
+    // server's token limit (and the next turn's prompt past its prompt limit).
     const first = await client.chat.completions.create({
       model: MODEL_ID,
       messages,
       tools,
       tool_choice: 'required',
       seed: 3,
+      parallel_tool_calls: false,
     });
     const choice = first.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     const calls = choice.message.tool_calls!;
-    expect(calls.length).toBeGreaterThan(0);
+    expect(calls).toHaveLength(1);
     for (const call of calls) {
       expect(call.type).toBe('function');
       const fn = (call as { function: { name: string; arguments: string } }).function;
@@ -167,6 +170,7 @@ describe('tools', () => {
       tools,
       tool_choice: 'required',
       seed: 3,
+      parallel_tool_calls: false,
       stream: true,
     });
     const assembled: { name: string; arguments: string }[] = [];

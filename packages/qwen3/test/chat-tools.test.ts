@@ -116,6 +116,9 @@ describe('the tiny model with the real template', () => {
     expect(() => model.chat(messages, { tools: [weatherTool('a')], schema: { type: 'object' } })).toThrow(
       QkValueError,
     );
+    expect(() =>
+      model.chat(messages, { tools: [weatherTool('a')], parallelToolCalls: 'no' as unknown as boolean }),
+    ).toThrow(/parallelToolCalls/);
   });
 
   it('a multi-turn tool conversation: calls with valid arguments, tool results back, a final answer', async () => {
@@ -135,6 +138,17 @@ describe('the tiny model with the real template', () => {
     const transcript: string[] = [];
     const first = await model.chat(messages, { ...options, toolChoice: 'required' }).result;
     expect(first.toolCalls.length).toBeGreaterThan(0);
+    // Without parallel calls, a required reply is exactly one call, however the model would go on.
+    for (const seed of [1, 2, 3]) {
+      const single = await model.chat(messages, {
+        ...options,
+        seed,
+        toolChoice: 'required',
+        parallelToolCalls: false,
+      }).result;
+      expect(single.toolCalls, `seed ${seed}`).toHaveLength(1);
+      expect(single.stats.finishReason).toBe('stop');
+    }
     expect(first.invalidToolCalls).toEqual([]);
     for (const call of first.toolCalls) {
       const tool = tools.find((t) => t.function.name === call.name)!;
@@ -146,7 +160,10 @@ describe('the tiny model with the real template', () => {
     );
     // Only calls: the content is empty, or holds the one call that maxTokens cut (the noise may call on and on).
     if (first.stats.finishReason === 'stop') expect(first.content).toBe('');
-    else expect(first.content === '' || first.content.startsWith('<tool_call>')).toBe(true);
+    else
+      expect(first.content === '' || first.content.trimStart().startsWith('<tool_call>'), first.content).toBe(
+        true,
+      );
     messages.push({ role: 'assistant', content: '', toolCalls: first.toolCalls });
     for (const call of first.toolCalls) {
       const output = JSON.stringify({ temperature: Math.round(rand() * 30), call: call.id });

@@ -131,8 +131,14 @@ export function responseFormat(body: Body): JsonSchema | undefined {
   );
 }
 
-/** `tools` and `tool_choice`, checked by the library's rules with the field named. */
-export function toolsOf(body: Body): { tools: ToolDefinition[]; toolChoice: ToolChoice } | undefined {
+/** `tools`, `tool_choice` and `parallel_tool_calls`, checked by the library's rules with the field named. */
+export function toolsOf(
+  body: Body,
+): { tools: ToolDefinition[]; toolChoice: ToolChoice; parallelToolCalls?: boolean } | undefined {
+  const parallel = body.parallel_tool_calls;
+  if (parallel !== undefined && parallel !== null && typeof parallel !== 'boolean')
+    throw invalidParam('parallel_tool_calls', "'parallel_tool_calls' must be true or false.");
+  const parallelToolCalls = typeof parallel === 'boolean' ? { parallelToolCalls: parallel } : {};
   if (body.tools === undefined || body.tools === null) {
     if (
       body.tool_choice !== undefined &&
@@ -151,7 +157,8 @@ export function toolsOf(body: Body): { tools: ToolDefinition[]; toolChoice: Tool
     throw e;
   }
   const choice = body.tool_choice ?? 'auto';
-  if (choice === 'auto' || choice === 'none' || choice === 'required') return { tools, toolChoice: choice };
+  if (choice === 'auto' || choice === 'none' || choice === 'required')
+    return { tools, toolChoice: choice, ...parallelToolCalls };
   const name = isObject(choice) && isObject(choice.function) ? choice.function.name : undefined;
   if (
     !isObject(choice) ||
@@ -163,7 +170,7 @@ export function toolsOf(body: Body): { tools: ToolDefinition[]; toolChoice: Tool
       'tool_choice',
       `'tool_choice' must be "auto", "none", "required" or { "type": "function", "function": { "name": one of ${tools.map((t) => t.function.name).join(', ')} } }.`,
     );
-  return { tools, toolChoice: { type: 'function', function: { name } } };
+  return { tools, toolChoice: { type: 'function', function: { name } }, ...parallelToolCalls };
 }
 
 /** An assistant message's `tool_calls` (OpenAI's shape, arguments as JSON text) as library tool calls. */

@@ -67,6 +67,7 @@ const REQUEST_FIELD: Record<string, string> = {
   schema: 'response_format',
   tools: 'tools',
   toolChoice: 'tool_choice',
+  parallelToolCalls: 'parallel_tool_calls',
   logitBias: 'logit_bias',
   presencePenalty: 'presence_penalty',
   frequencyPenalty: 'frequency_penalty',

@@ -30,7 +30,13 @@ export interface ChatRequest extends SamplingRequest {
   /** `enable_thinking` or `chat_template_kwargs.enable_thinking`; absent: the server's default. */
   readonly enableThinking: boolean | undefined;
   /** `tools` and `tool_choice`; absent: no tools. */
-  readonly tools: { readonly tools: ToolDefinition[]; readonly toolChoice: ToolChoice } | undefined;
+  readonly tools:
+    | {
+        readonly tools: ToolDefinition[];
+        readonly toolChoice: ToolChoice;
+        readonly parallelToolCalls?: boolean;
+      }
+    | undefined;
   /** `response_format`'s schema (`json_object`: any object); absent: free text. */
   readonly schema: JsonSchema | undefined;
 }

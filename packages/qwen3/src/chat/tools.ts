@@ -106,7 +106,8 @@ function callPrefix(name: string): string {
 const CALL_SUFFIX = `}\n${CLOSE}`;
 
 /**
- * The grammar of a reply that may or must call `tools` per `choice`, after a thinking block when `thinking`.
+ * The grammar of a reply that may or must call `tools` per `choice` (at most one call unless `parallel`), after a
+ * thinking block when `thinking`.
  * Arguments are constrained by each tool's schema (made enforceable: see structured/schema.ts).
  *
  * @throws QkValueError when a tool's parameters cannot be enforced.
@@ -117,6 +118,7 @@ export function toolCallSpec(
   choice: ToolChoice,
   thinking: boolean,
   opened = false,
+  parallel = true,
 ): GrammarSpec | undefined {
   if (choice === 'none' || tools.length === 0) return undefined;
   const chosen =
@@ -136,14 +138,15 @@ export function toolCallSpec(
   }));
   const calls: StructuralTagFormat =
     choice === 'auto'
-      ? { type: 'triggered_tags', triggers: [OPEN], tags }
-      : // Only calls, separated by a newline as the template writes them; one for a named tool.
+      ? { type: 'triggered_tags', triggers: [OPEN], tags, ...(parallel ? {} : { stop_after_first: true }) }
+      : // Only calls, separated by a newline as the template writes them; one for a named tool, or without
+        // parallel calls.
         {
           type: 'tags_with_separator',
           tags,
           separator: '\n',
           at_least_one: true,
-          stop_after_first: typeof choice === 'object',
+          stop_after_first: typeof choice === 'object' || !parallel,
         };
   return { kind: 'structural', format: afterThinking(calls, thinking, opened) };
 }

@@ -8,6 +8,7 @@ import type { Generation, GenerationResult } from '../generation/generation.js';
 import type { GrammarSpec } from '../structured/grammar.js';
 import { type JsonSchema, type StructuredOptions, structuredSpec } from '../structured/index.js';
 import type { ChatTemplateOptions, ToolCall, ToolDefinition } from '../types.js';
+import { describeValue } from '../untrusted.js';
 import { ThinkingSplitter } from './thinking.js';
 import {
   afterThinking,
@@ -32,6 +33,11 @@ export interface ChatToolOptions {
    * at least one) or `{ type: 'function', function: { name } }` (exactly one call of that tool).
    */
   readonly toolChoice?: ToolChoice;
+  /**
+   * Whether one reply may hold several calls (default `true`, as OpenAI's `parallel_tool_calls`). `false`: at most
+   * one call per reply, with `'required'` exactly one.
+   */
+  readonly parallelToolCalls?: boolean;
 }
 
 /** What a finished chat turn produced, taken apart. */
@@ -79,6 +85,10 @@ export function prepareChat(
   const enableThinking = options?.enableThinking ?? true;
   const tools = options?.tools === undefined ? [] : checkTools(op, options.tools);
   const choice = checkToolChoice(op, options?.toolChoice, tools);
+  const parallel = options?.parallelToolCalls ?? true;
+  if (typeof parallel !== 'boolean') {
+    throw new QkValueError(op, 'parallelToolCalls', `must be true or false, got ${describeValue(parallel)}.`);
+  }
   const structured = structuredSpec(op, options);
   // The reply opens with `<think>` only when the prompt ends at the assistant's header with thinking on.
   const thinks = addGenerationPrompt && enableThinking;
@@ -111,7 +121,7 @@ export function prepareChat(
         ...(structured.kind === 'schema' ? { schema: structured.schema } : {}),
       };
     }
-    const spec = calling ? toolCallSpec(op, tools, choice, thinks, opened) : undefined;
+    const spec = calling ? toolCallSpec(op, tools, choice, thinks, opened, parallel) : undefined;
     return spec === undefined ? undefined : { spec, param: 'tools' };
   };
   // Refuse parameters that cannot be enforced now, not when the generation starts.
