@@ -123,22 +123,47 @@ describe.skipIf(!gpu)('a forced out-of-memory on the GPU', () => {
 
 describe.skipIf(!gpu)('a prefill that runs out of GPU memory', () => {
   it('gives QkMemoryError naming --prefill-chunk, and the engine runs on once memory is free', () => {
-    const config = smallConfig({ hiddenSize: 256, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 64 });
+    const config = smallConfig({
+      hiddenSize: 256,
+      numLayers: 2,
+      numHeads: 4,
+      numKvHeads: 2,
+      headDim: 64,
+      maxPositionEmbeddings: 8192,
+    });
     const maxContext = 8192;
     const engine = createEngine('layered', config, toCuda(randomWeights(config, 5, 'bf16')), { maxContext });
     const prompt = randomIds(maxContext - 1, config.vocabSize - 1, 6);
     const greedy = { temperature: 0, topK: 0, topP: 1, seed: 0 };
     const expected = engine.next(prompt, 0, greedy, 0);
-    // Hold all but a little of the free memory: the prompt's activations (several MiB per pass) no longer fit.
+    // Hold all but about 2 MiB of the device: one large block, then 1 MiB blocks until none fits, then two of those
+    // freed. The prompt's activations (several MiB per pass) then do not fit.
     cudaEmptyCache();
-    const hog = Tensor.empty([Math.floor(cudaDeviceInfo().freeMemoryBytes - 2 * 2 ** 20)], 'u8', 'cuda');
+    const hogs: Tensor[] = [];
+    const take = (bytes: number): boolean => {
+      try {
+        hogs.push(Tensor.empty([bytes], 'u8', 'cuda'));
+        return true;
+      } catch (e) {
+        if (e instanceof QkOutOfMemoryError) return false;
+        throw e;
+      }
+    };
     let caught: unknown = null;
     try {
-      engine.next(prompt, 0, greedy, 0);
-    } catch (e) {
-      caught = e;
+      let big = cudaDeviceInfo().freeMemoryBytes - 256 * 2 ** 20;
+      while (big > 2 ** 30 && !take(Math.floor(big))) big /= 2;
+      while (take(2 ** 20)) {
+        // 1 MiB more held
+      }
+      for (const t of hogs.splice(-2)) t.dispose();
+      try {
+        engine.next(prompt, 0, greedy, 0);
+      } catch (e) {
+        caught = e;
+      }
     } finally {
-      hog.dispose();
+      for (const t of hogs) t.dispose();
       cudaEmptyCache();
     }
     expect(caught instanceof QkMemoryError, String(caught)).toBe(true);
