@@ -1,7 +1,7 @@
 /** The serve extras that need no model: tool calls split out of a stream however it is cut, logprob shapes. */
-import { parseToolCalls, type ToolDefinition } from '@qk/qwen3';
+import { loadTokenizer, parseToolCalls, type ToolDefinition } from '@qk/qwen3';
 import { describe, expect, it } from 'vitest';
-import { completionLogprobsOf, ToolCallStream } from '../src/serve/extras.js';
+import { completionLogprobsOf, ToolCallStream, tokenTexts } from '../src/serve/extras.js';
 
 const tools: ToolDefinition[] = [
   {
@@ -80,5 +80,23 @@ describe('completion logprobs', () => {
     expect(shaped.tokens).toEqual(texts);
     expect(shaped.text_offset).toEqual([0, texts[0]!.length, texts[0]!.length + 1]);
     expect(shaped.token_logprobs).toEqual(tokens.map((t) => t.logprob));
+  });
+
+  it('a character split across tokens belongs to the token that completes it: the tokens join to the text', async () => {
+    const tokenizer = await loadTokenizer();
+    const decode = (ids: number[]) => tokenizer.decode(ids);
+    // Rare CJK characters and emoji are several byte-level tokens each.
+    const text = `${word()} 舫𬬩🐫 ${word()} 螭魍`;
+    const ids = tokenizer.encode(text);
+    const pieces = tokenTexts(ids, decode);
+    expect(pieces).toHaveLength(ids.length);
+    expect(pieces.join('')).toBe(text);
+    expect(pieces.some((p) => p === '')).toBe(true);
+    expect(pieces.some((p) => p.includes('\ufffd'))).toBe(false);
+    const shaped = completionLogprobsOf(
+      ids.map((id) => ({ id, logprob: -1 })),
+      decode,
+    );
+    expect(shaped.tokens.join('')).toBe(text);
   });
 });

@@ -219,9 +219,32 @@ export function chatLogprobsOf(tokens: readonly SampledToken[], decode: (ids: nu
   };
 }
 
-/** Per-token log-probabilities in the legacy completions shape. */
+/**
+ * The text each token adds, so that the pieces join to the decoded text: a character whose UTF-8 bytes span several
+ * tokens belongs to the token that completes it (the ones before add `''`), as a stream of deltas would show it.
+ */
+export function tokenTexts(ids: readonly number[], decode: (ids: number[]) => string): string[] {
+  const texts: string[] = [];
+  let from = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const piece = decode(ids.slice(from, i + 1));
+    // A trailing U+FFFD is a character still incomplete: wait for the next token (the last one takes what is left).
+    if (piece.endsWith('\ufffd') && i + 1 < ids.length) {
+      texts.push('');
+      continue;
+    }
+    texts.push(piece);
+    from = i + 1;
+  }
+  return texts;
+}
+
+/** Per-token log-probabilities in the legacy completions shape; `tokens` join to the completion's text. */
 export function completionLogprobsOf(tokens: readonly SampledToken[], decode: (ids: number[]) => string) {
-  const texts = tokens.map((t) => decode([t.id]));
+  const texts = tokenTexts(
+    tokens.map((t) => t.id),
+    decode,
+  );
   let offset = 0;
   return {
     tokens: texts,
