@@ -489,27 +489,6 @@ export function createLayeredEngine(
     kvLength: Tensor<'i32'> | null,
   ): void {
     const rows = kvLength === null ? start + tokens : stepRows;
-    // Views and per-call projections made below: a view keeps its storage alive until it is disposed, so a view of
-    // a prefill buffer left to the garbage collector would hold that buffer's GPU memory long after the prefill.
-    const owned: Tensor[] = [];
-    try {
-      runLayersInto(m, b, tokens, start, kvLength, rows, owned);
-    } finally {
-      for (const t of owned) t.dispose();
-    }
-  }
-
-  function runLayersInto(
-    m: Modules,
-    b: Pick<StepBuffers, 'position' | 'residual' | 'x' | 'q' | 'k' | 'attn' | 'o' | 'mlp'> & {
-      qkv: T | null;
-    },
-    tokens: number,
-    start: number,
-    kvLength: Tensor<'i32'> | null,
-    rows: number,
-    owned: Tensor[],
-  ): void {
     m.rmsnorm({
       x: b.residual,
       residual: null,
@@ -518,62 +497,69 @@ export function createLayeredEngine(
       out: b.x,
       residualOut: b.residual,
     });
+    // Each layer's views and per-call projections are disposed when the layer ends: a view keeps its storage alive
+    // until disposed, and one left to the garbage collector would hold a prefill buffer's GPU memory long after the
+    // prefill (the queued kernels still run: the allocator reuses freed blocks in stream order).
     layers.forEach((layer, i) => {
-      if (table.names.rope === 'fused') {
-        // One projection over the fused [q; k; v] weight, then one kernel: QK-norm + RoPE of q and k, k and v
-        // appended to the cache.
-        const qkv = project(b.x, layer.qkv, tokens === 1 ? b.qkv! : undefined);
-        appendAttentionInputs(layer, qkv, b.position, b.q);
-        if (tokens > 1) qkv.dispose();
-      } else {
-        // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
-        let qIn: T;
-        let kIn: T;
-        let vIn: T;
-        if (tokens === 1) {
-          project(b.x, layer.qkv, b.qkv!);
-          const heads = b.qkv!.reshape([H + 2 * KV, D]);
-          const parts = [heads.slice(0, H), heads.slice(H, H + KV), heads.slice(H + KV)];
-          owned.push(heads, ...parts);
-          qIn = parts[0]!.reshape([1, H, D]);
-          kIn = parts[1]!.reshape([1, KV, D]);
-          vIn = parts[2]!.reshape([1, KV, D]);
+      withViews((own) => {
+        if (table.names.rope === 'fused') {
+          // One projection over the fused [q; k; v] weight, then one kernel: QK-norm + RoPE of q and k, k and v
+          // appended to the cache.
+          const qkv = project(b.x, layer.qkv, tokens === 1 ? b.qkv! : undefined);
+          appendAttentionInputs(layer, qkv, b.position, b.q);
+          if (tokens > 1) qkv.dispose();
         } else {
-          // The projections' own tensors as well as their views: a view keeps its storage alive until disposed.
-          const outs = [project(b.x, layer.q), project(b.x, layer.k), project(b.x, layer.v)];
-          owned.push(...outs);
-          qIn = outs[0]!.reshape([tokens, H, D]);
-          kIn = outs[1]!.reshape([tokens, KV, D]);
-          vIn = outs[2]!.reshape([tokens, KV, D]);
+          // One token: one GEMV over the fused [q; k; v] weight, then views of its output. Several: three GEMMs.
+          let qIn: T;
+          let kIn: T;
+          let vIn: T;
+          if (tokens === 1) {
+            project(b.x, layer.qkv, b.qkv!);
+            const heads = b.qkv!.reshape([H + 2 * KV, D]);
+            own(heads);
+            qIn = own(own(heads.slice(0, H)).reshape([1, H, D]));
+            kIn = own(own(heads.slice(H, H + KV)).reshape([1, KV, D]));
+            vIn = own(own(heads.slice(H + KV)).reshape([1, KV, D]));
+          } else {
+            // The projections' own tensors as well as their views.
+            qIn = own(own(project(b.x, layer.q)).reshape([tokens, H, D]));
+            kIn = own(own(project(b.x, layer.k)).reshape([tokens, KV, D]));
+            vIn = own(own(project(b.x, layer.v)).reshape([tokens, KV, D]));
+          }
+          m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
+          m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
+          scatterRows(layer.kCache, b.k, b.position);
+          scatterRows(layer.vCache, vIn, b.position);
         }
-        owned.push(qIn, kIn, vIn);
-        m.rope({ x: qIn, normWeight: layer.qNorm, positions: b.position, theta, eps, out: b.q });
-        m.rope({ x: kIn, normWeight: layer.kNorm, positions: b.position, theta, eps, out: b.k });
-        scatterRows(layer.kCache, b.k, b.position);
-        scatterRows(layer.vCache, vIn, b.position);
-      }
-      const [kRows, vRows, attnRows] = [
-        layer.kCache.slice(0, rows),
-        layer.vCache.slice(0, rows),
-        b.attn.reshape([tokens, H * D]),
-      ];
-      owned.push(kRows, vRows, attnRows);
-      m.attention({ q: b.q, k: kRows, v: vRows, kvLength, positionOffset: start, workspace, out: b.attn });
-      project(attnRows, layer.o, b.o);
-      m.rmsnorm({
-        x: b.o,
-        residual: b.residual,
-        weight: layer.postNorm,
-        eps,
-        out: b.x,
-        residualOut: b.residual,
+        m.attention({
+          q: b.q,
+          k: own(layer.kCache.slice(0, rows)),
+          v: own(layer.vCache.slice(0, rows)),
+          kvLength,
+          positionOffset: start,
+          workspace,
+          out: b.attn,
+        });
+        project(own(b.attn.reshape([tokens, H * D])), layer.o, b.o);
+        m.rmsnorm({
+          x: b.o,
+          residual: b.residual,
+          weight: layer.postNorm,
+          eps,
+          out: b.x,
+          residualOut: b.residual,
+        });
+        m.mlp({ x: b.x, gateUp: layer.gateUp, gate: layer.gate, up: layer.up, down: layer.down, out: b.mlp });
+        const nextNorm = layers[i + 1]?.inputNorm ?? norm;
+        m.rmsnorm({
+          x: b.mlp,
+          residual: b.residual,
+          weight: nextNorm,
+          eps,
+          out: b.x,
+          residualOut: b.residual,
+        });
       });
-      m.mlp({ x: b.x, gateUp: layer.gateUp, gate: layer.gate, up: layer.up, down: layer.down, out: b.mlp });
-      const nextNorm = layers[i + 1]?.inputNorm ?? norm;
-      m.rmsnorm({ x: b.mlp, residual: b.residual, weight: nextNorm, eps, out: b.x, residualOut: b.residual });
-      // Freed layer by layer, so a prefill holds one layer's projections at a time (the queued kernels still run:
-      // the allocator reuses freed blocks in stream order).
-      for (const t of owned.splice(0)) t.dispose();
     });
   }
 
