@@ -76,7 +76,13 @@ describe('completion logprobs', () => {
       logprob: -Math.random(),
       topLogprobs: [{ id, logprob: -0.1 }],
     }));
-    const shaped = completionLogprobsOf(tokens, (ids) => texts[ids[0]!]!);
+    // A tokenizer whose ids are whole pieces: its stream gives each id's text at once.
+    const tokenizer = {
+      decode: (ids: number[]) => ids.map((i) => texts[i]!).join(''),
+      createStream: () => ({ push: (id: number) => texts[id]!, flush: () => '' }),
+    };
+    const shaped = completionLogprobsOf(tokens, tokenizer);
+    expect(shaped.top_logprobs).toEqual(tokens.map((t, i) => ({ [texts[i]!]: t.topLogprobs[0]!.logprob })));
     expect(shaped.tokens).toEqual(texts);
     expect(shaped.text_offset).toEqual([0, texts[0]!.length, texts[0]!.length + 1]);
     expect(shaped.token_logprobs).toEqual(tokens.map((t) => t.logprob));
@@ -84,18 +90,17 @@ describe('completion logprobs', () => {
 
   it('a character split across tokens belongs to the token that completes it: the tokens join to the text', async () => {
     const tokenizer = await loadTokenizer();
-    const decode = (ids: number[]) => tokenizer.decode(ids);
     // Rare CJK characters and emoji are several byte-level tokens each.
     const text = `${word()} 舫𬬩🐫 ${word()} 螭魍`;
     const ids = tokenizer.encode(text);
-    const pieces = tokenTexts(ids, decode);
+    const pieces = tokenTexts(ids, tokenizer.createStream());
     expect(pieces).toHaveLength(ids.length);
     expect(pieces.join('')).toBe(text);
     expect(pieces.some((p) => p === '')).toBe(true);
     expect(pieces.some((p) => p.includes('\ufffd'))).toBe(false);
     const shaped = completionLogprobsOf(
       ids.map((id) => ({ id, logprob: -1 })),
-      decode,
+      tokenizer,
     );
     expect(shaped.tokens.join('')).toBe(text);
   });

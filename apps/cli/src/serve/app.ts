@@ -347,9 +347,7 @@ export function createServeApp(options: ServeAppOptions): Hono {
           index: 0,
           text: result.text,
           logprobs:
-            result.logprobs === undefined
-              ? null
-              : completionLogprobsOf(result.logprobs, (ids) => model.tokenizer.decode(ids)),
+            result.logprobs === undefined ? null : completionLogprobsOf(result.logprobs, model.tokenizer),
           finish_reason: FINISH[result.stats.finishReason],
         },
       ],

@@ -10,7 +10,9 @@ import {
   type GenerateOptions,
   type JsonSchema,
   parseToolCalls,
+  type Qwen3Tokenizer,
   type SampledToken,
+  type TextStream,
   type ToolCall,
   type ToolChoice,
   type ToolDefinition,
@@ -220,37 +222,31 @@ export function chatLogprobsOf(tokens: readonly SampledToken[], decode: (ids: nu
 }
 
 /**
- * The text each token adds, so that the pieces join to the decoded text: a character whose UTF-8 bytes span several
- * tokens belongs to the token that completes it (the ones before add `''`), as a stream of deltas would show it.
+ * The text each token adds, from the tokenizer's own stream (`createStream`), so that the pieces join to the
+ * decoded text: a character whose UTF-8 bytes span several tokens belongs to the token that completes it (the ones
+ * before add `''`), as a stream of deltas shows it.
  */
-export function tokenTexts(ids: readonly number[], decode: (ids: number[]) => string): string[] {
-  const texts: string[] = [];
-  let from = 0;
-  for (let i = 0; i < ids.length; i++) {
-    const piece = decode(ids.slice(from, i + 1));
-    // A trailing U+FFFD is a character still incomplete: wait for the next token (the last one takes what is left).
-    if (piece.endsWith('\ufffd') && i + 1 < ids.length) {
-      texts.push('');
-      continue;
-    }
-    texts.push(piece);
-    from = i + 1;
-  }
+export function tokenTexts(ids: readonly number[], stream: TextStream): string[] {
+  const texts = ids.map((id) => stream.push(id));
+  if (texts.length > 0) texts[texts.length - 1] += stream.flush();
   return texts;
 }
 
 /** Per-token log-probabilities in the legacy completions shape; `tokens` join to the completion's text. */
-export function completionLogprobsOf(tokens: readonly SampledToken[], decode: (ids: number[]) => string) {
+export function completionLogprobsOf(
+  tokens: readonly SampledToken[],
+  tokenizer: Pick<Qwen3Tokenizer, 'decode' | 'createStream'>,
+) {
   const texts = tokenTexts(
     tokens.map((t) => t.id),
-    decode,
+    tokenizer.createStream(),
   );
   let offset = 0;
   return {
     tokens: texts,
     token_logprobs: tokens.map((t) => t.logprob ?? 0),
     top_logprobs: tokens.map((t) =>
-      Object.fromEntries((t.topLogprobs ?? []).map((alt) => [decode([alt.id]), alt.logprob])),
+      Object.fromEntries((t.topLogprobs ?? []).map((alt) => [tokenizer.decode([alt.id]), alt.logprob])),
     ),
     text_offset: texts.map((text) => {
       const at = offset;

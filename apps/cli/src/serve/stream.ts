@@ -48,7 +48,7 @@ export function streamResponse(
       ? null
       : kind === 'chat'
         ? chatLogprobsOf(tokens, decode)
-        : completionLogprobsOf(tokens, decode);
+        : completionLogprobsOf(tokens, model.tokenizer);
   const choice = (
     delta: SplitText | undefined,
     finish: string | null,
