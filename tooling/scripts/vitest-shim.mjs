@@ -1,6 +1,6 @@
 // A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, afterAll,
 // onTestFinished, expect with toBe, toEqual, toMatchObject, toMatch, toContain, toHaveLength, toBeCloseTo,
-// toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a message part, `.rejects`,
+// toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a message part, `.rejects` / `.resolves` before any of them,
 // expect.arrayContaining), so gpu-test-bundle.mjs can
 // turn such a file into one script that runs under a bare `node` on a GPU host with no npm (DESIGN.md §5). It is
 // not vitest: it only needs to run our own tests faithfully, and it fails a run in which nothing passed.
@@ -54,18 +54,31 @@ export function expect(v, msg = '') {
   const fail = (what) => {
     throw new Error(`${msg ? `${msg}: ` : ''}expected ${JSON.stringify(v)?.slice(0, 200)} ${what}`);
   };
-  return {
-    rejects: {
-      toThrow: async (want) => {
-        try {
-          await v;
-        } catch (e) {
-          throwMatches(e, want, fail);
-          return;
-        }
-        fail('to reject');
+  const settled = (rejected) =>
+    new Proxy(
+      {},
+      {
+        // expect(p).rejects.X(...) / .resolves.X(...): await p, then X on its error (toThrow: the error itself) or
+        // its value; a promise that settles the other way fails.
+        get:
+          (_, name) =>
+          async (...args) => {
+            let value;
+            try {
+              value = await v;
+            } catch (e) {
+              if (!rejected) fail(`to resolve, rejected with ${e?.message ?? e}`);
+              if (name === 'toThrow') return throwMatches(e, args[0], fail);
+              return expect(e, msg)[name](...args);
+            }
+            if (rejected) fail('to reject');
+            return expect(value, msg)[name](...args);
+          },
       },
-    },
+    );
+  return {
+    rejects: settled(true),
+    resolves: settled(false),
     toMatchObject: (x) => {
       if (!eq(v, x)) fail('to match the object');
     },
@@ -115,6 +128,11 @@ export async function run() {
   let passed = 0,
     failed = 0,
     skipped = 0;
+  // A promise a test dropped must fail the run, not end it (node's default) before the other files ran.
+  process.on('unhandledRejection', (e) => {
+    failed++;
+    console.log(`FAIL (a rejection no test awaited)\n  ${e?.stack ?? e}`);
+  });
   for (const t of tests) {
     if (t.skip) {
       skipped++;

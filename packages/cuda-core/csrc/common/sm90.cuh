@@ -57,6 +57,26 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
+/** 3-D TMA tile load (x innermost, then y, then z); elements past the tensor arrive as zeros. */
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int x, int y, int z, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+      ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_u32(bar))
+      : "memory");
+}
+
+/** Named barrier `Id` (1–15; 0 is __syncthreads) over `Threads` threads: wait for all of them. */
+template <int Id, int Threads>
+__device__ __forceinline__ void named_bar_sync() {
+  asm volatile("bar.sync %0, %1;" ::"n"(Id), "n"(Threads) : "memory");
+}
+
+/** Named barrier `Id`: count this thread's warp as arrived without waiting (the other side syncs). */
+template <int Id, int Threads>
+__device__ __forceinline__ void named_bar_arrive() {
+  asm volatile("bar.arrive %0, %1;" ::"n"(Id), "n"(Threads) : "memory");
+}
+
 /**
  * wgmma shared-memory matrix descriptor for a tile in the 128-byte swizzled layout (the one TMA writes with
  * CU_TENSOR_MAP_SWIZZLE_128B): start address, leading and stride byte offsets, swizzle mode 1 (128 B).

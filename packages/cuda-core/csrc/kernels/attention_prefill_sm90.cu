@@ -11,12 +11,15 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/mma.cuh"
 #include "../common/sm90.cuh"
+#include "../common/tensor_map.h"
 #include "attention_prefill_sm90.h"
 
 namespace qk {
@@ -333,16 +336,30 @@ int gqa_pack(const AttentionPrefillArgs& a) {
  * Launches either kernel (they take the same arguments) on its grid: `pack` query heads per block row group, one
  * block per (query tile of bm rows, head group).
  */
+struct RowGrid {
+  int pack, n_hgroups;
+  unsigned blocks;
+};
+
+/** One block per (query tile of bm rows, head group); cudaErrorInvalidValue when the grid would not fit. */
+cudaError_t row_grid(const AttentionPrefillArgs& a, int bm, RowGrid* grid) {
+  grid->pack = gqa_pack(a);
+  grid->n_hgroups = static_cast<int>(a.q_heads / grid->pack);
+  const int64_t pos_per_tile = bm / grid->pack;
+  const int64_t blocks = (a.q_len + pos_per_tile - 1) / pos_per_tile * grid->n_hgroups;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  grid->blocks = static_cast<unsigned>(blocks);
+  return cudaSuccess;
+}
+
 template <typename T>
 cudaError_t launch_rows(void (*kernel)(T*, const T*, const T*, const T*, int, int, int, int, int, int, int, bool,
                                        float),
                         const AttentionPrefillArgs& a, int bm, int threads, size_t smem, cudaStream_t stream) {
-  const int pack = gqa_pack(a);
-  const int n_hgroups = static_cast<int>(a.q_heads / pack);
-  const int64_t pos_per_tile = bm / pack;
-  const int64_t blocks = (a.q_len + pos_per_tile - 1) / pos_per_tile * n_hgroups;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(
+  RowGrid grid{};
+  QK_RETURN_IF_ERROR(row_grid(a, bm, &grid));
+  const int pack = grid.pack, n_hgroups = grid.n_hgroups;
+  kernel<<<grid.blocks, threads, smem, stream>>>(
       static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v),
       static_cast<int>(a.q_len), static_cast<int>(a.kv_len), static_cast<int>(a.q_heads),
       static_cast<int>(a.kv_heads), pack, n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal,
@@ -614,9 +631,314 @@ cudaError_t launch_wg(const AttentionPrefillArgs& a, cudaStream_t stream) {
   return launch_rows(wg_kernel<T, kPipelined>, a, WgCfg::kBM, WgCfg::kThreads, smem, stream);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Warp-specialised wgmma kernel (sm_90a), head_dim 128
+// ---------------------------------------------------------------------------------------------------------------
+// Warpgroups 0 and 1 consume, 64 rows each (as in wg_kernel); warpgroup 2 produces: one thread streams K and V
+// tiles with TMA into a 3-stage ring (full barriers per operand, so S can start before V lands; an empty
+// barrier per stage, one arrive per consumer warp once P·V has read it). The consumers never wait for each
+// other through __syncthreads; two named barriers make them take turns issuing their wgmma groups (ping-pong),
+// so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+
+struct WsCfg {
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumers = 256;
+  static constexpr int kStages = 3;
+  static constexpr uint32_t kTile = WgCfg::kTileBytes;
+  // Q, the K/V ring, then 9 mbarriers; +1 KB to align the base to the swizzle atom.
+  static constexpr size_t kSmem = static_cast<size_t>(kTile) * (1 + 2 * kStages) + 3 * kStages * 8 + 1024;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(WsCfg::kThreads, 1)
+    ws_kernel(T* __restrict__ out, const T* __restrict__ q, const __grid_constant__ CUtensorMap map_k,
+              const __grid_constant__ CUtensorMap map_v, int q_len, int kv_len, int q_heads, int kv_heads, int pack,
+              int n_hgroups, int position_offset, bool causal, float scale_log2) {
+#ifdef QK_SM90A
+  constexpr int D = WgCfg::kD, kBM = WgCfg::kBM, kBK = WgCfg::kBK, kChunks = D / 8;
+  constexpr int kStages = WsCfg::kStages;
+  constexpr uint32_t kTile = WsCfg::kTile;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned sraw = smem_addr(smem_raw);
+  const unsigned sbase = (sraw + 1023u) & ~1023u;
+  unsigned char* base = smem_raw + (sbase - sraw);  // generic pointer to the aligned base
+  const unsigned sq = sbase;
+  const unsigned skv = sbase + kTile;  // stage s: K at skv + 2 s tiles, V one tile later
+  uint64_t* full_k = reinterpret_cast<uint64_t*>(base + kTile * (1 + 2 * kStages));
+  uint64_t* full_v = full_k + kStages;
+  uint64_t* empty = full_v + kStages;
+
+  const int tid = threadIdx.x;
+  const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
+  const int q0 = rows.q0, h0 = rows.h0, kv_end = rows.kv_end, first_pos = rows.first_pos;
+  const int n_tiles = (kv_end + kBK - 1) / kBK;
+
+  if (tid == WsCfg::kConsumers) {
+    for (int st = 0; st < kStages; st++) {
+      mbar_init(&full_k[st], 1);
+      mbar_init(&full_v[st], 1);
+      mbar_init(&empty[st], WsCfg::kConsumers / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fence_proxy_async();
+  }
+  if (tid < WsCfg::kConsumers) {
+    rows.load_q<WsCfg::kConsumers>(q, kBM, D, kChunks, q_len, pack,
+                                   [&](int r, int ch) { return sq + wg_swz(r, ch); });
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();  // cp.async wrote Q through the generic proxy; wgmma reads it through the async proxy
+  }
+  __syncthreads();
+
+  // The warpgroup index read from lane 0, so the compiler knows it is uniform across each warp (wgmma must be
+  // issued on a path it can prove convergent).
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);
+  if (wg == 2) {
+    // The producer needs a handful of registers; the consumers take the rest (24 × 128 + 240 × 256 ≤ 64 K).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+    if (tid == WsCfg::kConsumers) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_k)) : "memory");
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_v)) : "memory");
+      for (int it = 0; it < n_tiles; it++) {
+        const int st = it % kStages;
+        // The stage's previous tile (it − kStages) must have been read by both warpgroups' P·V.
+        if (it >= kStages) mbar_wait(&empty[st], ((it / kStages) - 1) & 1);
+        unsigned char* dk = base + kTile * (1 + 2 * st);
+        // Each operand tile is two 64-column boxes (128-byte swizzle rows); keys past kv_len arrive as zeros.
+        mbar_expect_tx(&full_k[st], kTile);
+        tma_load_3d(dk, &map_k, 0, rows.kv_head, it * kBK, &full_k[st]);
+        tma_load_3d(dk + kTile / 2, &map_k, 64, rows.kv_head, it * kBK, &full_k[st]);
+        mbar_expect_tx(&full_v[st], kTile);
+        tma_load_3d(dk + kTile, &map_v, 0, rows.kv_head, it * kBK, &full_v[st]);
+        tma_load_3d(dk + kTile + kTile / 2, &map_v, 64, rows.kv_head, it * kBK, &full_v[st]);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+  const int g = lane >> 2, c = lane & 3;
+  const int64_t q_stride = rows.q_stride;
+
+  int row_pos[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) row_pos[hf] = first_pos + (wg * 64 + warp * 16 + g + 8 * hf) / pack;
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  auto softmax_tile = [&](float (&s)[64], int kt, float (&alpha)[2], uint32_t (&pa)[kBK / 16][4]) {
+    const bool need_mask = kt + kBK > kv_len || (causal && kt + kBK - 1 > first_pos);
+#pragma unroll
+    for (int nb = 0; nb < kBK / 8; nb++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[nb * 4 + e] * scale_log2;
+        if (need_mask) {
+          const int j = kt + nb * 8 + 2 * c + (e & 1);
+          if (j >= kv_len || (causal && j > row_pos[e >> 1])) x = -INFINITY;
+        }
+        s[nb * 4 + e] = x;
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < kBK / 8; nb++) mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * hf], s[nb * 4 + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mnew = fmaxf(m[hf], mx);
+      const float mbase = mnew == -INFINITY ? 0.f : mnew;
+      alpha[hf] = fast_exp2(m[hf] - mbase);
+      m[hf] = mnew;
+      float sum = 0.f;
+#pragma unroll
+      for (int nb = 0; nb < kBK / 8; nb++) {
+        const float p0 = fast_exp2(s[nb * 4 + 2 * hf] - mbase);
+        const float p1 = fast_exp2(s[nb * 4 + 2 * hf + 1] - mbase);
+        s[nb * 4 + 2 * hf] = p0;
+        s[nb * 4 + 2 * hf + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[hf] = l[hf] * alpha[hf] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < kBK / 16; j++) {
+      pa[j][0] = pack2<T>(s[(2 * j) * 4 + 0], s[(2 * j) * 4 + 1]);
+      pa[j][1] = pack2<T>(s[(2 * j) * 4 + 2], s[(2 * j) * 4 + 3]);
+      pa[j][2] = pack2<T>(s[(2 * j + 1) * 4 + 0], s[(2 * j + 1) * 4 + 1]);
+      pa[j][3] = pack2<T>(s[(2 * j + 1) * 4 + 2], s[(2 * j + 1) * 4 + 3]);
+    }
+  };
+  auto k_tile = [&](int it) { return skv + (it % kStages) * 2 * kTile; };
+  auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], int it) {
+    const unsigned tv = k_tile(it) + kTile;
+#pragma unroll
+    for (int j = 0; j < kBK / 16; j++)
+      wgmma_rs_tb_n128<T>(o, pa[j], wgmma_desc_sw128(tv + j * 16 * 128, 128 * 128, 1024));
+  };
+
+  float s[64];
+  float alpha[2];
+  uint32_t pa0[kBK / 16][4], pa1[kBK / 16][4];
+  // Turns: warpgroup w waits on named barrier 1 + w before issuing, then lets the other one go. Warpgroup 1
+  // opens warpgroup 0's first turn and skips its own last hand-over, so every arrive meets one sync.
+  auto wait_turn = [&] {
+    if (wg == 0) {
+      named_bar_sync<1, WsCfg::kConsumers>();
+    } else {
+      named_bar_sync<2, WsCfg::kConsumers>();
+    }
+  };
+  auto pass_turn = [&] {
+    if (wg == 0) {
+      named_bar_arrive<2, WsCfg::kConsumers>();
+    } else {
+      named_bar_arrive<1, WsCfg::kConsumers>();
+    }
+  };
+  if (wg == 1 && n_tiles > 0) named_bar_arrive<1, WsCfg::kConsumers>();
+
+  // One step: queue S(it) and P·V(it − 1), hand the tensor cores over, softmax of tile it while P·V runs, then
+  // release the stage of tile it − 1 and rescale O for tile it.
+  auto step = [&](int it, uint32_t (&pa_prev)[kBK / 16][4], uint32_t (&pa_new)[kBK / 16][4]) {
+    const int st = it % kStages;
+    mbar_wait(&full_k[st], (it / kStages) & 1);
+    if (it > 0) mbar_wait(&full_v[(it - 1) % kStages], ((it - 1) / kStages) & 1);
+    wait_turn();
+    wgmma_fence();
+    const unsigned tk = k_tile(it);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
+      wgmma_ss<T, 128>(s, wgmma_desc_sw128(sq + koff + wg * 64 * 128, 16, 1024), wgmma_desc_sw128(tk + koff, 16, 1024),
+                       kk > 0);
+    }
+    wgmma_commit();
+    if (it > 0) {
+      issue_pv(pa_prev, it - 1);
+      wgmma_commit();
+    }
+    if (it > 0) {
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_regs(s);
+    // Handing over once S has landed (not right after the issue): a barrier between issue and wait makes ptxas
+    // serialise the wgmma pipeline (C7514).
+    if (wg == 0 || it + 1 < n_tiles) pass_turn();
+    softmax_tile(s, it * kBK, alpha, pa_new);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa_prev);
+    if (it > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+#pragma unroll
+    for (int db = 0; db < D / 8; db++) {
+      o[db * 4 + 0] *= alpha[0];
+      o[db * 4 + 1] *= alpha[0];
+      o[db * 4 + 2] *= alpha[1];
+      o[db * 4 + 3] *= alpha[1];
+    }
+  };
+  for (int it = 0; it < n_tiles; it += 2) {
+    step(it, pa1, pa0);
+    if (it + 1 < n_tiles) step(it + 1, pa0, pa1);
+  }
+  if (n_tiles > 0) {
+    const int last = n_tiles - 1;
+    mbar_wait(&full_v[last % kStages], (last / kStages) & 1);
+    wgmma_fence();
+    if (last % 2 == 0) {
+      issue_pv(pa0, last);
+    } else {
+      issue_pv(pa1, last);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+  }
+
+#pragma unroll
+  for (int hf = 0; hf < 2; hf++) {
+    float sum = l[hf];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = 1.f / sum;
+    const int r = wg * 64 + warp * 16 + g + 8 * hf;
+    const int t = q0 + r / pack;
+    if (t < q_len) {
+      T* dst = out + t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + 2 * c;
+#pragma unroll
+      for (int db = 0; db < D / 8; db++) {
+        *reinterpret_cast<uint32_t*>(dst + db * 8) = pack2<T>(o[db * 4 + 2 * hf] * inv, o[db * 4 + 2 * hf + 1] * inv);
+      }
+    }
+  }
+#else
+  __trap();  // built for a target without wgmma; the launcher only picks this kernel on sm_90
+#endif
+}
+
+/** Tensor map of K or V ([kv_len][kv_heads][128] elements): boxes of 64 columns × 1 head × 128 keys, 128-byte
+ * swizzle (the layout wg_swz describes). */
+cudaError_t encode_kv_map(CUtensorMap* map, DType dtype, const void* base, int64_t kv_len, int64_t kv_heads) {
+  TensorMapEncodeTiled encode = nullptr;
+  QK_RETURN_IF_ERROR(tensor_map_encoder(&encode));
+  constexpr int D = WgCfg::kD;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(kv_heads),
+                              static_cast<cuuint64_t>(kv_len)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(D) * 2, static_cast<cuuint64_t>(kv_heads) * D * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(WgCfg::kBK)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            3, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t launch_ws(const AttentionPrefillArgs& a, cudaStream_t stream) {
+  static bool configured = false;  // once per instantiation
+  if (!configured) {
+    QK_RETURN_IF_ERROR(cudaFuncSetAttribute(ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(WsCfg::kSmem)));
+    configured = true;
+  }
+  CUtensorMap map_k{}, map_v{};
+  QK_RETURN_IF_ERROR(encode_kv_map(&map_k, a.dtype, a.k, a.kv_len, a.kv_heads));
+  QK_RETURN_IF_ERROR(encode_kv_map(&map_v, a.dtype, a.v, a.kv_len, a.kv_heads));
+  RowGrid grid{};
+  QK_RETURN_IF_ERROR(row_grid(a, WgCfg::kBM, &grid));
+  ws_kernel<T><<<grid.blocks, WsCfg::kThreads, WsCfg::kSmem, stream>>>(
+      static_cast<T*>(a.out), static_cast<const T*>(a.q), map_k, map_v, static_cast<int>(a.q_len),
+      static_cast<int>(a.kv_len), static_cast<int>(a.q_heads), static_cast<int>(a.kv_heads), grid.pack,
+      grid.n_hgroups, a.causal ? static_cast<int>(a.position_offset) : 0, a.causal, a.scale * kLog2e);
+  return cudaGetLastError();
+}
+
+/**
+ * Which sm_90a kernel runs: the warp-specialised one unless QK_ATTENTION_SM90=wg picks the single-role kernel (kept
+ * for A/B measurements in one process; read once).
+ */
+inline bool ws_selected() {
+  static const bool ws = [] {
+    const char* env = std::getenv("QK_ATTENTION_SM90");
+    return env == nullptr || std::strcmp(env, "wg") != 0;
+  }();
+  return ws;
+}
+
 template <typename T>
 cudaError_t launch_wg_typed(const AttentionPrefillArgs& a, cudaStream_t stream) {
   if (a.head_dim != 128) return cudaErrorInvalidValue;
+  // TMA needs 16-byte aligned K and V (rows are 256 bytes, so the base decides).
+  if (ws_selected() && aligned16(a.k) && aligned16(a.v)) return launch_ws<T>(a, stream);
   return launch_wg<T, true>(a, stream);
 }
 

@@ -18,6 +18,7 @@
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
 #include "../common/sm90.cuh"
+#include "../common/tensor_map.h"
 #include "gemm_sm90.h"
 
 // Every target but sm_90a (the 90-virtual PTX, older or newer GPUs) gets a kernel body that traps (sm90.cuh), and
@@ -283,31 +284,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- host side ----
 
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-/** cuTensorMapEncodeTiled from the driver, found once at run time (the addon links cudart, not libcuda). */
-cudaError_t encoder(EncodeTiled* out) {
-  struct Found {
-    EncodeTiled fn = nullptr;
-    cudaError_t err = cudaSuccess;
-  };
-  static const Found found = [] {
-    Found f;
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    f.err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &status);
-    if (f.err == cudaSuccess && (status != cudaDriverEntryPointSuccess || p == nullptr)) f.err = cudaErrorNotSupported;
-    if (f.err == cudaSuccess) f.fn = reinterpret_cast<EncodeTiled>(p);
-    return f;
-  }();
-  *out = found.fn;
-  return found.err;
-}
-
 /** Tensor map of a K-contiguous [rows, K] operand, read in (box_rows × 64) boxes with 128-byte swizzle. */
 cudaError_t encode_operand(CUtensorMap* map, DType dtype, const void* base, int64_t rows, int64_t k, int box_rows) {
-  EncodeTiled encode = nullptr;
-  QK_RETURN_IF_ERROR(encoder(&encode));
+  TensorMapEncodeTiled encode = nullptr;
+  QK_RETURN_IF_ERROR(tensor_map_encoder(&encode));
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(box_rows)};
@@ -318,8 +298,6 @@ cudaError_t encode_operand(CUtensorMap* map, DType dtype, const void* base, int6
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T, int BN, bool PP, Activation A>
 cudaError_t go(const GemmArgs& g, int group_m, cudaStream_t stream) {
@@ -415,7 +393,7 @@ bool gemm_sm90_supports(const GemmArgs& g) {
   if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX) return false;
   // Tile indices are int on the device.
   if (((g.m + sm90::kBM - 1) / sm90::kBM) * ((g.n + 63) / 64) > INT32_MAX) return false;
-  if (!sm90::aligned16(g.a) || !sm90::aligned16(g.b)) return false;
+  if (!aligned16(g.a) || !aligned16(g.b)) return false;
   return compute_capability() == 90;
 }
 
