@@ -67,7 +67,9 @@ rows.forEach((r, i) => {
     .replace(/__nv_bfloat16/g, 'bf16');
   r.name = withoutParameters(r.name);
 });
-const shown = rows
+// A kernel whose parameters changed between builds appears under its old mangled name too: keep the newest by name.
+const byName = [...new Map(rows.map((r) => [r.name, r])).values()];
+const shown = byName
   .filter((r) => !filter || r.name.includes(filter))
   .sort((a, b) => a.name.localeCompare(b.name));
 console.log(

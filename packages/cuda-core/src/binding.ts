@@ -378,6 +378,22 @@ export interface Binding {
     activation: ActivationCode,
   ): void;
   /**
+   * `out[M, N] = silu(x · gateᵀ) · (x · upᵀ)` with `gateUp` `[2N, K]` (gate rows, then up rows), gate and up kept in
+   * f32 and rounded once, in one tensor-core GEMM whose epilogue pairs them (compute capability 9.0, M above the
+   * small-M kernels' 32 rows, K a multiple of 8, 16-byte aligned x and gateUp). Returns whether it ran: `false`
+   * means the fused kernel does not apply here and nothing was written (run `linear` over the 2N rows, then
+   * `swigluFused`).
+   */
+  linearSwiglu(
+    dtype: FloatDTypeCode,
+    out: DevicePtr,
+    x: DevicePtr,
+    gateUp: DevicePtr,
+    m: number,
+    k: number,
+    n: number,
+  ): boolean;
+  /**
    * Decode-sized (M ≤ 64) fused norm + projection over rows of `x` `[M, K]`:
    *
    * `h = x + residual` (rounded to the dtype; `x` alone when `residual` is 0n), written to `residualOut` unless it

@@ -102,6 +102,7 @@ describe('binding argument checks (no CUDA call is made)', () => {
       'swiglu',
       'embedding',
       'linear',
+      'linearSwiglu',
       'rmsnormLinear',
       'quantizeInt8',
       'quantizeInt4',

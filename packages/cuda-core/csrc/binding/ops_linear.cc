@@ -37,6 +37,27 @@ Napi::Value Linear(const Napi::CallbackInfo& info) {
   });
 }
 
+// linearSwiglu(dtype, out, x, gateUp, m, k, n) -> whether the fused tensor-core kernel ran (false: it does not
+// apply to this device, dtype, row count or alignment, and nothing was written). gateUp is [2n, k].
+Napi::Value LinearSwiglu(const Napi::CallbackInfo& info) {
+  return guard(info, "linearSwiglu", [](const Args& a) -> Napi::Value {
+    a.expect_count(7);
+    LinearArgs r{};
+    r.dtype = a.float_dtype(0, "dtype");
+    r.m = a.int64(4, "m", 0, INT32_MAX);
+    r.k = a.int64(5, "k", 0, INT32_MAX);
+    r.n = a.int64(6, "n", 0, INT32_MAX / 2);
+    r.act = Activation::None;
+    r.out = a.tensor(1, "out", r.dtype, r.m * r.n);
+    r.x = a.tensor(2, "x", r.dtype, r.m * r.k);
+    r.weight = a.tensor(3, "gateUp", r.dtype, 2 * r.n * r.k);
+    r.bias = nullptr;
+    bool ran = false;
+    launched("linearSwiglu", launch_linear_swiglu(r, stream(), &ran));
+    return Napi::Boolean::New(a.env(), ran);
+  });
+}
+
 /** Whether the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte. */
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a);
@@ -153,6 +174,7 @@ Napi::Value LinearInt4(const Napi::CallbackInfo& info) {
 
 void register_linear_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "linear", Linear);
+  define(env, exports, "linearSwiglu", LinearSwiglu);
   define(env, exports, "rmsnormLinear", RmsnormLinear);
   define(env, exports, "quantizeInt8", QuantizeInt8);
   define(env, exports, "quantizeInt4", QuantizeInt4);

@@ -1,4 +1,5 @@
-// Hopper (sm_90a) GEMM for launch_gemm: out[M, N] = act(a[M, K] · b[N, K]ᵀ + bias[N]), bf16/f16, fp32 accumulation.
+// Hopper (sm_90a) GEMM for launch_gemm: out[M, N] = act(a[M, K] · b[N, K]ᵀ + bias[N]), bf16/f16, fp32 accumulation;
+// with Activation::Swiglu, b is [2N, K] (gate rows, then up rows) and out[M, N] = silu(a · gateᵀ) · (a · upᵀ).
 //
 // One persistent block per SM (384 threads) walks output tiles of 128 × BN. Warpgroup 0 is the producer: one
 // thread streams 64-wide K slices of A and B into a ring of 128-byte-swizzled shared-memory stages with TMA,
@@ -97,12 +98,20 @@ using Pair = typename std::conditional<std::is_same_v<T, __nv_bfloat16>, __nv_bf
  * taking alternate tiles of the block's sequence. The producer fills the ring in tile order, so one
  * warpgroup's main loop runs while the other stores its previous tile: the epilogue leaves the critical path.
  */
+/**
+ * A = Swiglu: each tile's B stage holds TN = BN / 2 gate rows and the TN up rows of the same outputs (two TMA boxes
+ * from two maps, so each half zero-fills past N on its own). In wgmma's accumulator layout a thread then holds gate
+ * column c in 8-column group j and up column c in group j + BN / 16, so the epilogue pairs them in registers and
+ * the [M, 2N] projection is never written.
+ */
 template <typename T, int BN, bool PP, Activation A>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     T* __restrict__ out, const T* __restrict__ bias, int M, int N, int K, int group_m,
-                     int paired_stores) {
+                     const __grid_constant__ CUtensorMap map_up, T* __restrict__ out, const T* __restrict__ bias,
+                     int M, int N, int K, int group_m, int paired_stores) {
 #ifdef QK_SM90A
+  constexpr bool kGlu = A == Activation::Swiglu;
+  constexpr int TN = kGlu ? BN / 2 : BN;  // output columns per tile
   constexpr int S = stages<BN>();
   constexpr int kTileA = kBM * kBK;  // elements
   constexpr int kTileB = BN * kBK;
@@ -119,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* bias_smem = reinterpret_cast<float*>(turn + 2);  // [consumer][2 tiles in flight][BN]
 
   const int m_blocks = (M + kBM - 1) / kBM;
-  const int n_blocks = (N + BN - 1) / BN;
+  const int n_blocks = (N + TN - 1) / TN;
   const int tiles = m_blocks * n_blocks;
   const int k_blocks = (K + kBK - 1) / kBK;
   const int wg = static_cast<int>(threadIdx.x) / 128;
@@ -143,6 +152,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      if constexpr (kGlu) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_up)) : "memory");
+      }
       int stage = 0;
       uint32_t phase = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -153,7 +165,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_expect_tx(&full[stage], kStageTx);
           tma_load_2d(sa + stage * kTileA, &map_a, kb * kBK, mb * kBM, &full[stage]);
-          tma_load_2d(sb + stage * kTileB, &map_b, kb * kBK, nb * BN, &full[stage]);
+          if constexpr (kGlu) {
+            tma_load_2d(sb + stage * kTileB, &map_b, kb * kBK, nb * TN, &full[stage]);
+            tma_load_2d(sb + stage * kTileB + TN * kBK, &map_up, kb * kBK, nb * TN, &full[stage]);
+          } else {
+            tma_load_2d(sb + stage * kTileB, &map_b, kb * kBK, nb * BN, &full[stage]);
+          }
           if (++stage == S) {
             stage = 0;
             phase ^= 1;
@@ -178,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tile >= tiles) break;
       int mb, nb;
       tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
-      const int col_base = nb * BN + 2 * (lane & 3);
+      const int col_base = nb * TN + 2 * (lane & 3);
 
       // This tile's bias, one or two values per thread, fetched now so that the load hides behind the main
       // loop; after it they go through shared memory to the threads whose fragments need them.
@@ -252,6 +269,31 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int h = 0; h < kHalves; h++) {
         const int64_t row0 =
             static_cast<int64_t>(mb) * kBM + (PP ? h : consumer) * 64 + warp * 16 + (lane >> 2);
+        if constexpr (kGlu) {
+          constexpr int kUp = BN / 16;  // 8-column groups of gate columns; the up columns follow
+#pragma unroll
+          for (int j = 0; j < kUp; j++) {
+            const int col = col_base + 8 * j;
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+              const int64_t row = row0 + 8 * r;
+              if (row >= M || col >= N) continue;
+              Pair<T> v;
+              v.x = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r]) *
+                                  acc[h][4 * (j + kUp) + 2 * r]);
+              v.y = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r + 1]) *
+                                  acc[h][4 * (j + kUp) + 2 * r + 1]);
+              T* dst = out + row * N + col;
+              if (paired_stores && col + 1 < N) {
+                *reinterpret_cast<Pair<T>*>(dst) = v;
+              } else {
+                dst[0] = v.x;
+                if (col + 1 < N) dst[1] = v.y;
+              }
+            }
+          }
+          continue;
+        }
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
           const int col = col_base + 8 * j;
@@ -308,17 +350,26 @@ cudaError_t go(const GemmArgs& g, int group_m, cudaStream_t stream) {
     QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     opted_in = true;
   }
-  CUtensorMap map_a, map_b;
+  constexpr bool kGlu = A == Activation::Swiglu;
+  constexpr int TN = kGlu ? BN / 2 : BN;
+  CUtensorMap map_a, map_b, map_up;
   QK_RETURN_IF_ERROR(encode_operand(&map_a, g.dtype, g.a, g.m, g.k, kBM));
-  QK_RETURN_IF_ERROR(encode_operand(&map_b, g.dtype, g.b, g.n, g.k, BN));
+  QK_RETURN_IF_ERROR(encode_operand(&map_b, g.dtype, g.b, g.n, g.k, TN));
+  if (kGlu) {
+    // The up rows start N rows into b: 16-byte aligned, since K is a multiple of 8 (gemm_sm90_supports).
+    const void* up = static_cast<const unsigned char*>(g.b) + g.n * g.k * 2;
+    QK_RETURN_IF_ERROR(encode_operand(&map_up, g.dtype, up, g.n, g.k, TN));
+  } else {
+    map_up = map_b;
+  }
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
-  const int64_t tiles = ((g.m + kBM - 1) / kBM) * ((g.n + BN - 1) / BN);
+  const int64_t tiles = ((g.m + kBM - 1) / kBM) * ((g.n + TN - 1) / TN);
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
   const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
-  kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, static_cast<T*>(g.out), static_cast<const T*>(g.bias),
-                                           static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k),
-                                           group_m, paired);
+  kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_up, static_cast<T*>(g.out),
+                                           static_cast<const T*>(g.bias), static_cast<int>(g.m),
+                                           static_cast<int>(g.n), static_cast<int>(g.k), group_m, paired);
   return cudaGetLastError();
 }
 
@@ -360,7 +411,8 @@ template <typename T, Activation A>
 cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stream) {
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
-  Config c = pick_config(g.m, g.n, g.k, sms);
+  // SwiGLU tiles are the tiles of the [M, 2N] projection, paired: the same cost model applies.
+  Config c = pick_config(g.m, A == Activation::Swiglu ? 2 * g.n : g.n, g.k, sms);
   if (opt.bn != 0) c = Config{opt.bn, opt.pingpong != 0};
   const int group_m = opt.group_m > 0 ? opt.group_m : 8;
   if (c.pingpong) {
@@ -380,6 +432,8 @@ cudaError_t run_dtype(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_
     case Activation::Silu: return run<T, Activation::Silu>(g, opt, stream);
     case Activation::Gelu: return run<T, Activation::Gelu>(g, opt, stream);
     case Activation::GeluTanh: return run<T, Activation::GeluTanh>(g, opt, stream);
+    case Activation::Swiglu:
+      return g.bias == nullptr ? run<T, Activation::Swiglu>(g, opt, stream) : cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }
 }
@@ -391,8 +445,10 @@ bool gemm_sm90_supports(const GemmArgs& g) {
   if (g.dtype != DType::BF16 && g.dtype != DType::F16) return false;
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.k % 8 != 0) return false;
   if (g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX) return false;
-  // Tile indices are int on the device.
-  if (((g.m + sm90::kBM - 1) / sm90::kBM) * ((g.n + 63) / 64) > INT32_MAX) return false;
+  // Tile indices are int on the device (the narrowest tile is 64 columns wide, 32 outputs with SwiGLU).
+  const int64_t cols = g.act == Activation::Swiglu ? 2 * g.n : g.n;
+  if (cols > INT32_MAX) return false;
+  if (((g.m + sm90::kBM - 1) / sm90::kBM) * ((cols + 63) / 64) > INT32_MAX) return false;
   if (!aligned16(g.a) || !aligned16(g.b)) return false;
   return compute_capability() == 90;
 }

@@ -19,6 +19,7 @@
 #include "../common/numeric.cuh"
 #include "gemm.h"
 #include "gemm_skinny.h"
+#include "gemm_sm90.h"
 #include "gemv.h"
 
 namespace qk {
@@ -676,6 +677,32 @@ cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
     }
   });
   return cudaSuccess;
+}
+
+cudaError_t launch_linear_swiglu(const LinearArgs& a, cudaStream_t stream, bool* launched) {
+  *launched = false;
+  if (a.bias != nullptr || a.act != Activation::None) return cudaErrorInvalidValue;
+  if (a.m < 0 || a.k < 0 || a.n < 0 || a.m > INT32_MAX || a.k > INT32_MAX || a.n > INT32_MAX / 2)
+    return cudaErrorInvalidValue;
+  if (a.m == 0 || a.n == 0) {
+    *launched = true;
+    return cudaSuccess;
+  }
+  // Up to kSkinnyMaxDenseM rows the small-M linear streams the weight once per 16–64 rows; keep it there.
+  if (a.m <= kSkinnyMaxDenseM) return cudaSuccess;
+  GemmArgs g{};
+  g.dtype = a.dtype;
+  g.out = a.out;
+  g.a = a.x;
+  g.b = a.weight;
+  g.bias = nullptr;
+  g.m = a.m;
+  g.n = a.n;
+  g.k = a.k;
+  g.act = Activation::Swiglu;
+  if (!gemm_sm90_applies(g)) return cudaSuccess;
+  *launched = true;
+  return launch_gemm_sm90(g, stream);
 }
 
 cudaError_t launch_rmsnorm_linear(const RmsnormLinearArgs& a, cudaStream_t stream) {

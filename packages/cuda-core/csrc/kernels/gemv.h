@@ -35,6 +35,15 @@ struct LinearArgs {
 cudaError_t launch_linear(const LinearArgs& args, cudaStream_t stream);
 
 /**
+ * `out[M, N] = silu(x · gateᵀ) · (x · upᵀ)` with `args.weight` `[2N, K]` (gate rows, then up rows), in one
+ * tensor-core GEMM whose epilogue pairs gate and up in registers (gemm_sm90.cu), where that kernel applies: a
+ * compute capability 9.0 device, bf16/f16, M above the small-M kernels' range (kSkinnyMaxDenseM), K a multiple of 8,
+ * 16-byte aligned x and weight. Sets `*launched` to whether it ran; when it did not, nothing was written and the
+ * caller runs `launch_linear` over the 2N rows and the SwiGLU kernel. `args.bias` must be null, `args.act` None.
+ */
+cudaError_t launch_linear_swiglu(const LinearArgs& args, cudaStream_t stream, bool* launched);
+
+/**
  * The decode GEMV with its neighbours fused in: out = glu(rmsnorm(x + residual, norm_weight, eps) · Wᵀ).
  * - residual (optional, needs norm_weight): h = x + residual rounded to the dtype, as the fused add+RMSNorm kernel
  *   rounds it; residual_out (optional) receives h, written once (by the blocks of grid column 0). It must not

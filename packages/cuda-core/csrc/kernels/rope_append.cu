@@ -2,7 +2,8 @@
 // fused q|k|v projection, the query into its buffer, the key and the value straight into their cache rows. Before,
 // this was four launches (two qkNormRope, two scatters); in a batch-1 decode step each launch costs more than its
 // work. One warp per (token, head): the lanes hold the head's pairs (i, i + half) in registers, reduce the sum of
-// squares with shuffles and write the rotated pairs; value heads are copied as raw bits.
+// squares with shuffles and write the rotated pairs; value heads are copied as raw bits. At prefill sizes each warp
+// loads two items before working on either (kItemsPerWarp).
 #include "../common/cuda_check.h"
 #include "../common/launch.cuh"
 #include "../common/numeric.cuh"
@@ -33,75 +34,101 @@ struct Params {
   float eps;
 };
 
+/** One (token, head) item of a warp whose lanes already hold the head's pairs: norm + rotate, or copy (value). */
+template <typename T>
+__device__ __forceinline__ void rope_append_item(const Params<T>& p, int64_t item, const T (&lo)[kPairsPerLane],
+                                                 const T (&hi)[kPairsPerLane]) {
+  const int lane = threadIdx.x & 31;
+  const int heads = p.q_heads + 2 * p.kv_heads;
+  const int half = p.head_dim >> 1;
+  const int64_t t = item / heads;
+  const int h = static_cast<int>(item - t * heads);
+  const int32_t pos = __ldg(p.positions + t);
+  const bool is_q = h < p.q_heads;
+  const bool is_v = h >= p.q_heads + p.kv_heads;
+  if (!is_q && (pos < 0 || pos >= p.cache_rows)) return;  // the whole warp skips together
+  T* dst;
+  if (is_q) {
+    dst = p.q_out + (t * p.q_heads + h) * p.head_dim;
+  } else {
+    const int kv_h = is_v ? h - p.q_heads - p.kv_heads : h - p.q_heads;
+    dst = (is_v ? p.v_cache : p.k_cache) + (static_cast<int64_t>(pos) * p.kv_heads + kv_h) * p.head_dim;
+  }
+  if (is_v) {
+#pragma unroll
+    for (int j = 0; j < kPairsPerLane; j++) {
+      const int i = lane + 32 * j;
+      if (i < half) {
+        dst[i] = lo[j];
+        dst[i + half] = hi[j];
+      }
+    }
+    return;
+  }
+  float sum_sq = 0.f;
+#pragma unroll
+  for (int j = 0; j < kPairsPerLane; j++) {
+    if (lane + 32 * j < half) {
+      const float a = to_float(lo[j]);
+      const float b = to_float(hi[j]);
+      sum_sq += a * a + b * b;
+    }
+  }
+  const float inv_n = 1.f / static_cast<float>(p.head_dim);
+  const float scale = rsqrtf(warp_sum(sum_sq) * inv_n + p.eps);
+  const T* w = is_q ? p.q_weight : p.k_weight;
+  const float fpos = static_cast<float>(pos);
+#pragma unroll
+  for (int j = 0; j < kPairsPerLane; j++) {
+    const int i = lane + 32 * j;
+    if (i < half) {
+      const float a = to_float(lo[j]) * scale * to_float(w[i]);
+      const float b = to_float(hi[j]) * scale * to_float(w[i + half]);
+      float s, c;
+      sincosf(__fmul_rn(fpos, __ldg(p.inv_freq + i)), &s, &c);
+      dst[i] = from_float<T>(a * c - b * s);
+      dst[i + half] = from_float<T>(b * c + a * s);
+    }
+  }
+}
+
+/**
+ * Each warp takes kItemsPerWarp items per pass and issues all their loads before any math: with one item at a
+ * time a warp had only its head's few hundred bytes in flight, too little to cover memory latency at prefill sizes.
+ */
+constexpr int kItemsPerWarp = 2;
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_append_kernel(const Params<T> p) {
   grid_dependency_wait();
   allow_dependents_launch();
   const int lane = threadIdx.x & 31;
   const int warps = kThreads / 32;
-  const int heads = p.q_heads + 2 * p.kv_heads;
   const int half = p.head_dim >> 1;
-  const int64_t items = p.tokens * heads;
-  const float inv_n = 1.f / static_cast<float>(p.head_dim);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5); item < items;
-       item += static_cast<int64_t>(gridDim.x) * warps) {
-    const int64_t t = item / heads;
-    const int h = static_cast<int>(item - t * heads);
-    const int32_t pos = __ldg(p.positions + t);
-    const bool is_q = h < p.q_heads;
-    const bool is_v = h >= p.q_heads + p.kv_heads;
-    if (!is_q && (pos < 0 || pos >= p.cache_rows)) continue;  // the whole warp skips together
-    const T* src = p.qkv + item * p.head_dim;
-    T* dst;
-    if (is_q) {
-      dst = p.q_out + (t * p.q_heads + h) * p.head_dim;
-    } else {
-      const int kv_h = is_v ? h - p.q_heads - p.kv_heads : h - p.q_heads;
-      dst = (is_v ? p.v_cache : p.k_cache) + (static_cast<int64_t>(pos) * p.kv_heads + kv_h) * p.head_dim;
-    }
-    T lo[kPairsPerLane], hi[kPairsPerLane];
+  const int64_t items = p.tokens * (p.q_heads + 2 * p.kv_heads);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5); first < items;
+       first += kItemsPerWarp * stride) {
+    T lo[kItemsPerWarp][kPairsPerLane], hi[kItemsPerWarp][kPairsPerLane];
 #pragma unroll
-    for (int j = 0; j < kPairsPerLane; j++) {
-      const int i = lane + 32 * j;
-      if (i < half) {
-        lo[j] = src[i];
-        hi[j] = src[i + half];
-      }
-    }
-    if (is_v) {
+    for (int u = 0; u < kItemsPerWarp; u++) {
+      const int64_t item = first + u * stride;
+      if (item >= items) break;
+      const T* src = p.qkv + item * p.head_dim;
 #pragma unroll
       for (int j = 0; j < kPairsPerLane; j++) {
         const int i = lane + 32 * j;
         if (i < half) {
-          dst[i] = lo[j];
-          dst[i + half] = hi[j];
+          lo[u][j] = src[i];
+          hi[u][j] = src[i + half];
         }
       }
-      continue;
     }
-    float sum_sq = 0.f;
 #pragma unroll
-    for (int j = 0; j < kPairsPerLane; j++) {
-      if (lane + 32 * j < half) {
-        const float a = to_float(lo[j]);
-        const float b = to_float(hi[j]);
-        sum_sq += a * a + b * b;
-      }
-    }
-    const float scale = rsqrtf(warp_sum(sum_sq) * inv_n + p.eps);
-    const T* w = is_q ? p.q_weight : p.k_weight;
-    const float fpos = static_cast<float>(pos);
-#pragma unroll
-    for (int j = 0; j < kPairsPerLane; j++) {
-      const int i = lane + 32 * j;
-      if (i < half) {
-        const float a = to_float(lo[j]) * scale * to_float(w[i]);
-        const float b = to_float(hi[j]) * scale * to_float(w[i + half]);
-        float s, c;
-        sincosf(__fmul_rn(fpos, __ldg(p.inv_freq + i)), &s, &c);
-        dst[i] = from_float<T>(a * c - b * s);
-        dst[i + half] = from_float<T>(b * c + a * s);
-      }
+    for (int u = 0; u < kItemsPerWarp; u++) {
+      const int64_t item = first + u * stride;
+      if (item >= items) break;
+      rope_append_item(p, item, lo[u], hi[u]);
     }
   }
 }

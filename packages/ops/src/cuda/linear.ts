@@ -45,6 +45,31 @@ export function cudaLinear<D extends FloatDType>(
   return y;
 }
 
+/**
+ * The SwiGLU projection in one tensor-core GEMM (gate and up paired in its epilogue, one rounding), where that kernel
+ * applies (Hopper, more rows than the small-M kernels take, aligned operands): the result, or `null` when it does
+ * not apply and the caller runs `linear` + `swigluFused`. `gateUp` is `[2·ffn, in]`, validated by the op.
+ */
+export function cudaLinearSwiglu<D extends FloatDType>(
+  x: Tensor<D>,
+  gateUp: Tensor<D>,
+  out?: Tensor,
+): Tensor<D> | null {
+  const op = 'linearSwiglu';
+  const [rows, k] = gateUp.shape as [number, number];
+  const n = rows / 2;
+  const y = cudaOutput(op, out, outShape(x, n), x.dtype);
+  let ran = false;
+  try {
+    ran = launch(op, (b) =>
+      b.linearSwiglu(dtypeCode(x.dtype), ptr(y), ptr(x), ptr(gateUp), leadingSize(x.shape), k, n),
+    );
+  } finally {
+    if (!ran && y !== out) y.dispose();
+  }
+  return ran ? y : null;
+}
+
 /** What {@link cudaRmsnormLinear} fuses besides the projection (validated by the op). */
 export interface FusedNormLinear<D extends FloatDType> {
   /** Added to `x` before the norm; its sum goes to `residualOut` when given. */

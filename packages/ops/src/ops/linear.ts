@@ -11,7 +11,7 @@ import {
 } from '../check.js';
 import type { Activation } from '../core/activation.js';
 import { matmulRowsByWeightRows } from '../core/matmul.js';
-import { cudaLinear, cudaRmsnormLinear } from '../cuda/linear.js';
+import { cudaLinear, cudaLinearSwiglu, cudaRmsnormLinear } from '../cuda/linear.js';
 import type { FloatDType } from '../dtype.js';
 import { QkValueError } from '../errors.js';
 import { fromFloats, readFloats, writeCpuOutput } from '../io.js';
@@ -128,8 +128,10 @@ const LINEAR_SWIGLU_FUSED_MAX_ROWS = 2;
  * - `normWeight` `null`: no norm, `h = x` (then `residual` is refused); with `glu` this is {@link linearSwiglu}.
  *
  * On CUDA, up to 2 rows run one fused kernel (each block normalises its rows in shared
- * memory); more rows run the separate ops (`fusedAddRmsnorm` or `rmsnorm`, `linear`, then `swigluFused`, which
- * rounds gate and up to the dtype in between: a difference inside the dtype's tolerance).
+ * memory); more rows run the separate ops (`fusedAddRmsnorm` or `rmsnorm`, then the projection). With `glu` the
+ * projection is one tensor-core GEMM with SwiGLU in its epilogue on Hopper above 32 rows (one rounding, as the
+ * definition), else `linear` then `swigluFused`, which rounds gate and up to the dtype in between: a difference
+ * inside the dtype's tolerance.
  */
 export function rmsnormLinear<D extends FloatDType>(
   x: Tensor<D>,
@@ -146,8 +148,9 @@ export function rmsnormLinear<D extends FloatDType>(
  *
  * `x` is `[..., in]`, `gateUp` `[2·ffn, in]` (the rows of `gate_proj` then those of `up_proj`), one dtype; returns
  * `[..., ffn]`. The same as `rmsnormLinear(x, null, gateUp, { glu: 'swiglu' })`: `g` and `u` are kept in float32,
- * one rounding at the end. On CUDA, up to 2 rows run one fused GEMV kernel; more rows run `linear` (which rounds the
- * `[..., 2·ffn]` projection to the dtype) then `swigluFused`.
+ * one rounding at the end. On CUDA, up to 2 rows run one fused GEMV kernel; on Hopper, more than 32 rows run one
+ * tensor-core GEMM with the SwiGLU in its epilogue (the `[..., 2·ffn]` projection is never written); other row
+ * counts and GPUs run `linear` (which rounds the `[..., 2·ffn]` projection to the dtype) then `swigluFused`.
  */
 export function linearSwiglu<D extends FloatDType>(
   x: Tensor<D>,
@@ -241,6 +244,8 @@ function normLinear<D extends FloatDType>(
     }
     if (!glu) return linear(h, weight, { out });
     if (device === 'cuda') {
+      const fused = cudaLinearSwiglu(h, weight, out);
+      if (fused !== null) return fused;
       const gateUp = linear(h, weight);
       temps.push(gateUp);
       return swigluFused(gateUp, { out });

@@ -1,7 +1,8 @@
 /**
  * Verify cases of the projections with fused prologues and epilogues: rmsnormLinear (plain, with a residual add,
- * with SwiGLU, both) and linearSwiglu, on each side of the fused kernels' row limits (64 with a norm, 8 without)
- * and at the Qwen3 layer shapes. Inputs, weights and layer shapes are those of the linear cases (linear.ts).
+ * with SwiGLU, both) and linearSwiglu, on each side of the fused kernels' row limits (64 with a norm, 8 without; 32
+ * for the Hopper GEMM with the SwiGLU epilogue) and at the Qwen3 layer shapes. Inputs, weights and layer shapes
+ * are those of the linear cases (linear.ts).
  */
 import type { FloatDType } from '../../dtype.js';
 import { linearSwiglu, rmsnormLinear } from '../../ops/linear.js';
@@ -103,8 +104,8 @@ function rmsnormLinearCases(dtype: FloatDType): VerifyCase[] {
   const unfused: [NormLinearVariant, string][] = [
     [{}, 'rmsnorm then linear'],
     [{ residual: true }, 'fusedAddRmsnorm then linear'],
-    [{ glu: true }, 'rmsnorm, linear, swigluFused'],
-    [{ residual: true, glu: true }, 'fusedAddRmsnorm, linear, swigluFused'],
+    [{ glu: true }, 'rmsnorm, then the SwiGLU projection'],
+    [{ residual: true, glu: true }, 'fusedAddRmsnorm, then the SwiGLU projection'],
   ];
   for (const [variant, ops] of unfused) {
     cases.push(rmsnormLinearCase(dtype, { m: 64, k: 1024, n: 96 }, 'edge', variant));
@@ -150,7 +151,19 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
     for (const m of [3, 8, 9]) cases.push(linearSwigluCase(dtype, { m, k, n: 111 }, 'odd'));
   }
   cases.push(linearSwigluCase(dtype, { m: 1, k: 24584, n: 64 }, 'edge', 'x past the shared-memory stage'));
-  cases.push(linearSwigluCase(dtype, { m: 33, k: 1024, n: 96 }, 'edge', 'unfused: linear then swigluFused'));
+  cases.push(linearSwigluCase(dtype, { m: 32, k: 1024, n: 96 }, 'edge', 'small-M linear then swigluFused'));
+  // Above 32 rows on Hopper: one GEMM pairing gate and up in its epilogue. Row, output and K tails of its 128-row
+  // tiles and 128/64/32-wide output tiles; K not a multiple of 8 takes linear + swigluFused instead.
+  for (const [m, k, n] of [
+    [33, 1024, 96],
+    [129, 1000, 1],
+    [130, 64, 33],
+    [257, 1000, 129],
+    [300, 520, 1000],
+    [77, 1001, 250],
+  ] as const) {
+    cases.push(linearSwigluCase(dtype, { m, k, n }, 'odd'));
+  }
   for (const s of QWEN3_SHAPES) {
     const { gateUp } = layers(s);
     const weights = { ...gateUp, n: 2 * gateUp.n };
@@ -159,7 +172,10 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
       cases.push(linearSwigluCase(dtype, { m: 8, ...gateUp }, s.tag, gateUp.name));
       cases.push(linearSwigluCase(dtype, { m: 9, ...gateUp }, s.tag, gateUp.name));
     }
-    if (s.tag === 'qwen3-0.6b') cases.push(linearSwigluCase(dtype, { m: 64, ...gateUp }, s.tag, gateUp.name));
+    if (s.tag === 'qwen3-0.6b') {
+      cases.push(linearSwigluCase(dtype, { m: 64, ...gateUp }, s.tag, gateUp.name));
+      cases.push(linearSwigluCase(dtype, { m: 200, ...gateUp }, s.tag, gateUp.name));
+    }
   }
   return cases;
 }
