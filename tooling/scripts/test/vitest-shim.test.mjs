@@ -1,0 +1,59 @@
+// vitest-shim.mjs, the stand-in for vitest inside GPU test bundles: `.rejects` / `.resolves` apply every matcher to
+// the settled value and fail when the promise settles the other way, and a rejection no test awaited fails the
+// run (one FAIL line, exit code 1) instead of ending it before the remaining tests ran.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { expect } from '../vitest-shim.mjs';
+
+const shim = join(dirname(fileURLToPath(import.meta.url)), '..', 'vitest-shim.mjs');
+const dirs = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('vitest shim: .rejects and .resolves', () => {
+  it('apply the matcher to the error or the value', async () => {
+    const stop = new Error('stop');
+    await expect(Promise.reject(stop)).rejects.toBe(stop);
+    await expect(Promise.reject(new RangeError('out of range'))).rejects.toThrow(RangeError);
+    await expect(Promise.reject(new RangeError('out of range'))).rejects.toThrow(/of range/);
+    await expect(Promise.resolve({ a: 1, b: 2 })).resolves.toMatchObject({ a: 1 });
+    await expect(Promise.resolve(3)).resolves.toBe(3);
+  });
+
+  it('fail on a promise that settles the other way, or a matcher that does not hold', async () => {
+    const stop = new Error('stop');
+    await assert.rejects(expect(Promise.resolve(1)).rejects.toBe(1), /to reject/);
+    await assert.rejects(expect(Promise.reject(stop)).resolves.toBe(1), /to resolve, rejected with stop/);
+    await assert.rejects(expect(Promise.reject(stop)).rejects.toBe(new Error('stop')), /to be/);
+    await assert.rejects(expect(Promise.resolve(2)).resolves.toBe(3), /to be 3/);
+    await assert.rejects(expect(Promise.reject(new TypeError('x'))).rejects.toThrow(RangeError));
+  });
+});
+
+describe('vitest shim: run()', () => {
+  it('counts a rejection no test awaited as a failure and runs the tests after it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qk-shim-'));
+    dirs.push(dir);
+    const file = join(dir, 'bundle.mjs');
+    writeFileSync(
+      file,
+      [
+        `import { expect, it, run } from ${JSON.stringify(pathToFileURL(shim).href)};`,
+        "it('drops a rejected promise', async () => { void Promise.reject(new Error('dropped')); await new Promise((r) => setTimeout(r, 20)); });",
+        "it('runs after it', () => expect(1 + 1).toBe(2));",
+        'await run();',
+      ].join('\n'),
+    );
+    const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /FAIL \(a rejection no test awaited\)\n {2}Error: dropped/);
+    assert.match(r.stdout, /PASS runs after it/);
+    assert.match(r.stdout, /2 passed, 1 failed, 0 skipped/);
+  });
+});
