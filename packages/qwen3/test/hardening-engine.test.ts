@@ -17,7 +17,7 @@ import { pickToken } from '../src/engine/sampling.js';
 import { QkAbortError, QkCheckpointError, QkMemoryError, QkNonFiniteError } from '../src/errors.js';
 import { loadQwen3, Qwen3Model } from '../src/model.js';
 import type { SamplingParams } from '../src/types.js';
-import { MICRO_CONFIG } from './support/hostile.js';
+import { MICRO_CONFIG, microTokenizerConfig, microTokenizerJson } from './support/hostile.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 import { stubTokenizer } from './support/stub-tokenizer.js';
 
@@ -219,7 +219,9 @@ describe('non-finite values', () => {
 
   it('a checkpoint holding NaN is refused at load naming the tensor; checkWeights: false loads it', async () => {
     const dir = join(root, 'nan');
-    await writeRandomCheckpoint(dir, MICRO_CONFIG, { tokenizerDir: false, dtype: 'f32' });
+    // Room for the micro tokenizer's ids, so that loadQwen3 can load this checkpoint too.
+    const config = { ...MICRO_CONFIG, vocabSize: 128 };
+    await writeRandomCheckpoint(dir, config, { tokenizerDir: false, dtype: 'f32' });
     const file = join(dir, 'model.safetensors');
     const bytes = new Uint8Array(await readFile(file));
     const headerLength = Number(new DataView(bytes.buffer).getBigUint64(0, true));
@@ -228,14 +230,31 @@ describe('non-finite values', () => {
     const [begin] = header[name].data_offsets as [number, number];
     new DataView(bytes.buffer).setFloat32(8 + headerLength + begin + 4 * 5, Number.NaN, true);
     await writeFile(file, bytes);
-    const e = await loadWeights(dir, MICRO_CONFIG, { dtype: 'f32', checkFinite: true }).catch(
+    const e = await loadWeights(dir, config, { dtype: 'f32', checkFinite: true }).catch(
       (err: unknown) => err,
     );
     expect(e).toBeInstanceOf(QkCheckpointError);
     expect((e as Error).message).toContain(name);
     expect((e as Error).message).toContain('element 5');
-    const loaded = await loadWeights(dir, MICRO_CONFIG, { dtype: 'f32', checkFinite: false });
+    const loaded = await loadWeights(dir, config, { dtype: 'f32', checkFinite: false });
     expect(Number.isNaN(loaded.layers[1]!.up.data[5])).toBe(true);
+    // Through loadQwen3 (what qk's --skip-checks turns off): refused by default; with checkWeights: false it loads,
+    // and its generation stops at step 0 with QkNonFiniteError instead of printing tokens.
+    await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(microTokenizerJson()));
+    await writeFile(join(dir, 'tokenizer_config.json'), JSON.stringify(microTokenizerConfig()));
+    const refused = await loadQwen3(dir, { engine: 'cpu' }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(QkCheckpointError);
+    expect((refused as Error).message).toContain(name);
+    const model = await loadQwen3(dir, { engine: 'cpu', checkWeights: false });
+    try {
+      const failed = await model
+        .generate([1, 2, 3], { maxTokens: 2, temperature: 0 })
+        .result.catch((err: unknown) => err);
+      expect(failed).toBeInstanceOf(QkNonFiniteError);
+      expect((failed as Error).message).toMatch(/step 0/);
+    } finally {
+      model.dispose();
+    }
   });
 });
 

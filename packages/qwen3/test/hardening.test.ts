@@ -3,7 +3,7 @@
  * out-of-range generation config values, malformed tokenizers, and chat content that must not forge control tokens.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QkError, Rng } from '@qk/ops';
@@ -105,6 +105,20 @@ describe('JSON depth and size budgets', () => {
     const e = await thrown(() => loadTokenizer({ dir }));
     expect(e).toBeInstanceOf(QkLimitError);
     expect((e as QkLimitError).file).toBe(join(dir, 'tokenizer_config.json'));
+  });
+
+  it('a tokenizer.json nested deep, and one over the size budget, are QkLimitErrors naming the file', async () => {
+    const deep = await writeTokenizerDir(`{"model": ${nestedJson(80_000)}}`);
+    const e = await thrown(() => loadTokenizer({ dir: deep }));
+    expect(e).toBeInstanceOf(QkLimitError);
+    expect((e as QkLimitError).file).toBe(join(deep, 'tokenizer.json'));
+    // One byte over the budget, as a sparse file: refused from its size, before a byte of it is read.
+    const big = await writeTokenizerDir(microTokenizerJson());
+    await truncate(join(big, 'tokenizer.json'), LIMITS.tokenizerJsonBytes + 1);
+    const over = await thrown(() => loadTokenizer({ dir: big }));
+    expect(over).toBeInstanceOf(QkLimitError);
+    expect((over as QkLimitError).file).toBe(join(big, 'tokenizer.json'));
+    expect(over.message).toContain(String(LIMITS.tokenizerJsonBytes));
   });
 
   it('a safetensors header and an index nested deep are typed errors', async () => {
@@ -400,6 +414,30 @@ describe('chat templates render under a budget', () => {
     expect(e).toBeInstanceOf(QkLimitError);
     expect((e as QkLimitError).file).toBe('tokenizer_config.json');
     expect((e as QkLimitError).key).toMatch(/chat_template/);
+  });
+
+  it('the step and the time budget each stop a render that stays inside the others', () => {
+    const body = '{% for i in range(50000) %}{% set x = i %}{% endfor %}done';
+    const budget = {
+      steps: LIMITS.templateSteps,
+      rangeElements: LIMITS.templateRange,
+      outputChars: 1 << 20,
+      ms: 60_000,
+    };
+    const run = (b: typeof budget) => new ChatTemplate(body, {}, 'tokenizer_config.json', b).render(messages);
+    expect(run(budget)).toBe('done');
+    const limited = (b: typeof budget): QkLimitError => {
+      try {
+        run(b);
+      } catch (err) {
+        expect(err).toBeInstanceOf(QkLimitError);
+        return err as QkLimitError;
+      }
+      throw new Error('no throw');
+    };
+    expect(limited({ ...budget, steps: 1000 }).message).toContain('1000 evaluation steps per render');
+    // 50,000 loop bodies take well over a millisecond; the clock is read every 1,024 steps.
+    expect(limited({ ...budget, ms: 1 }).message).toContain('1 ms per render');
   });
 
   it('a template within budget renders as before, range() included', () => {
