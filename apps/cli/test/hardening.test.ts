@@ -4,7 +4,7 @@
  * publish a mix of files.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { freemem, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -153,6 +153,45 @@ describe('memory is checked before it is committed', () => {
     expect(r.code, r.err).toBe(1);
     expect(r.err).toMatch(/needs about \d+ GiB of host memory.*--skip-checks/);
     expect(r.err).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe('corrupted weights', () => {
+  it('a checkpoint holding NaN is refused naming the tensor; --skip-checks loads it and step 0 reports NaN/Inf', async () => {
+    const dir = join(root, 'nan-model');
+    const init = await qk(['model', 'init', '--preset', 'tiny', '--dtype', 'f32', '--out', dir]);
+    expect(init.code, init.err).toBe(0);
+    const file = join(dir, 'model.safetensors');
+    const bytes = new Uint8Array(await readFile(file));
+    const view = new DataView(bytes.buffer);
+    const headerLength = Number(view.getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
+    const name = 'model.layers.0.mlp.down_proj.weight';
+    const [begin] = header[name].data_offsets as [number, number];
+    view.setFloat32(8 + headerLength + begin + 4 * 3, Number.NaN, true);
+    await writeFile(file, bytes);
+    const args = [
+      'generate',
+      'hi',
+      '--model',
+      dir,
+      '--engine',
+      'cpu',
+      '--max-tokens',
+      '4',
+      '--temperature',
+      '0',
+    ];
+    const refused = await qk(args);
+    expect(refused.code, refused.err).toBe(1);
+    expect(refused.err).toContain(name);
+    expect(refused.err).toContain('--skip-checks');
+    expect(refused.out).toBe('');
+    const skipped = await qk([...args, '--skip-checks']);
+    expect(skipped.code, skipped.err).toBe(1);
+    expect(skipped.err).toMatch(/NaN\/Inf at step 0/);
+    expect(skipped.err).toContain('non-finite values in layers[0].down');
+    expect(skipped.err).not.toMatch(/\n\s+at /);
   });
 });
 
