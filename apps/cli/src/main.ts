@@ -12,6 +12,7 @@ import { modelCommand } from './commands/model.js';
 import { pullCommand } from './commands/pull.js';
 import { serveCommand } from './commands/serve.js';
 import { verifyCommand } from './commands/verify.js';
+import { SOAK_CLIENTS_COMMAND, soakClientsCommand } from './serve/soak-clients.js';
 
 const HELP = `qk — Qwen3 on NVIDIA GPUs from Node.js, through qk's own CUDA kernels
 
@@ -59,6 +60,8 @@ function quietOnClosedPipe(): void {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // `qk bench serve`'s clients, in a process of their own (serve/soak-clients.ts); nothing of CUDA is touched.
+  if (argv[0] === SOAK_CLIENTS_COMMAND) return soakClientsCommand();
   quietOnClosedPipe();
   // A bundle cannot resolve @qk/cuda-core lazily, so hand it to @qk/ops up front (loading stays lazy).
   useCudaBackend(cudaCore);

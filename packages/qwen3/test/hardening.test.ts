@@ -18,7 +18,7 @@ import { readGenerationConfig } from '../src/generation/options.js';
 import { openCheckpoint } from '../src/safetensors/checkpoint.js';
 import type { SafetensorsTensorInfo } from '../src/safetensors/format.js';
 import { openSafetensors } from '../src/safetensors/reader.js';
-import { ChatTemplate } from '../src/tokenizer/chat.js';
+import { ChatTemplate, type TemplateBudget } from '../src/tokenizer/chat.js';
 import { loadTokenizer } from '../src/tokenizer/index.js';
 import type { ChatMessage } from '../src/types.js';
 import { checkJsonDepth, describeValue, LIMITS, safeText, unboundedBacktracking } from '../src/untrusted.js';
@@ -418,15 +418,16 @@ describe('chat templates render under a budget', () => {
 
   it('the step and the time budget each stop a render that stays inside the others', () => {
     const body = '{% for i in range(50000) %}{% set x = i %}{% endfor %}done';
-    const budget = {
+    const budget: TemplateBudget = {
       steps: LIMITS.templateSteps,
       rangeElements: LIMITS.templateRange,
       outputChars: 1 << 20,
       ms: 60_000,
     };
-    const run = (b: typeof budget) => new ChatTemplate(body, {}, 'tokenizer_config.json', b).render(messages);
+    const run = (b: TemplateBudget) =>
+      new ChatTemplate(body, {}, 'tokenizer_config.json', b).render(messages);
     expect(run(budget)).toBe('done');
-    const limited = (b: typeof budget): QkLimitError => {
+    const limited = (b: TemplateBudget): QkLimitError => {
       try {
         run(b);
       } catch (err) {

@@ -18,6 +18,7 @@ import { intOption, UsageError } from '../args.js';
 import { type ModelValues, openModel, withInterrupt } from '../model-options.js';
 import { chatPromptIds } from '../serve/app.js';
 import { type RunningServer, startServer } from '../serve/server.js';
+import { startSoakClients } from '../serve/soak-clients.js';
 
 /** The flags of `qk bench serve` beside the model's (values as parsed by `qk bench`). */
 export interface BenchServeValues extends ModelValues {
@@ -143,6 +144,14 @@ async function listen(
   }
 }
 
+/** The script node is running (dist/main.js, or a bundle's qk.mjs): what the clients' child process runs. */
+function cliEntry(): string {
+  const entry = process.argv[1];
+  if (entry === undefined)
+    throw new Error('qk bench serve: cannot tell which script is running (process.argv[1])');
+  return entry;
+}
+
 /** Loads the model, serves it, runs the suite, and always stops the server and frees the model. */
 export async function benchServe(
   values: BenchServeValues,
@@ -204,15 +213,30 @@ export async function benchServe(
           forgetPrefix: () => model.forgetPrefix(),
           memory: memoryReader(model),
         };
-        return await runServeSuite({
-          backend,
-          target,
-          ...settings,
-          signal,
-          onProgress: log,
-          machine,
-          ...(name === undefined ? {} : { name }),
-        });
+        // The clients run in a child process (this CLI again), off the server's event loop.
+        const clients = startSoakClients(
+          {
+            url: target.url,
+            model: target.model,
+            maxTokens: settings.maxTokens,
+          },
+          cliEntry(),
+        );
+        try {
+          return await runServeSuite({
+            backend,
+            target,
+            ...settings,
+            signal,
+            onProgress: log,
+            machine,
+            ...(name === undefined ? {} : { name }),
+            send: (request, client) => clients.send(request, client),
+            clientsRunIn: 'a child process of their own',
+          });
+        } finally {
+          await clients.close();
+        }
       } finally {
         await server.close();
       }

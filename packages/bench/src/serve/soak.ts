@@ -50,6 +50,12 @@ export interface SoakOptions {
   readonly onProgress?: (line: string) => void;
   /** How often a progress line is printed (default 10 s). */
   readonly progressEveryMs?: number;
+  /**
+   * Sends one request and reads its stream (default: {@link sendChatStream} in this process). A caller can run the
+   * clients elsewhere, e.g. in a child process, so that reading 16 streams does not share the server's event loop.
+   * Must not throw: a failure is a record with an `http` error.
+   */
+  readonly send?: (request: SoakRequest, client: number) => Promise<RequestRecord>;
 }
 
 /** One finished request, as its client saw it. */
@@ -185,7 +191,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   };
   const client = async (c: number) => {
     for (let index = 0; performance.now() < deadline && !options.signal?.aborted; index++) {
-      const record = await sendChatStream(options, options.request(c, index), c);
+      const request = options.request(c, index);
+      const record = await (options.send?.(request, c) ?? sendChatStream(options, request, c));
       if (options.signal?.aborted) return;
       records.push(record);
       if (!firstDone.has(c)) {

@@ -17,7 +17,14 @@ import {
 import { type Summary, summarize } from '../stats.js';
 import { type ChatStats, type PrefixResult, runPrefixReuse } from './prefix.js';
 import { soakRequests } from './prompts.js';
-import { type MemorySample, type RequestRecord, runSoak, type SoakMessage, type SoakResult } from './soak.js';
+import {
+  type MemorySample,
+  type RequestRecord,
+  runSoak,
+  type SoakMessage,
+  type SoakOptions,
+  type SoakResult,
+} from './soak.js';
 import { STREAM_ERROR_KINDS } from './stream-check.js';
 
 /** The running server and the model behind it, as the suite drives them. */
@@ -64,6 +71,10 @@ export interface ServeSuiteOptions {
   readonly machine?: MachineInfo;
   /** Report name (default `serve`). */
   readonly name?: string;
+  /** How the soak's clients send (runSoak's `send`; default: Node's fetch in this process). */
+  readonly send?: SoakOptions['send'];
+  /** Where those clients run, for the report's description (default `this process`). */
+  readonly clientsRunIn?: string;
 }
 
 /** Above this share of a lone generation's decode speed, serving costs a request nothing that matters (issue 49). */
@@ -117,6 +128,7 @@ export async function runServeSuite(o: ServeSuiteOptions): Promise<BenchReport> 
     ...(o.signal === undefined ? {} : { signal: o.signal }),
     onProgress: log,
     progressEveryMs: Math.max(1000, Math.min(10_000, o.durationMs / 6)),
+    ...(o.send === undefined ? {} : { send: o.send }),
   });
 
   const engineRates = target.takeServedStats?.().map((x) => x.decodeTokensPerSecond);
@@ -309,7 +321,7 @@ function serveReport(
     schema: BENCH_SCHEMA,
     suite: o.name ?? 'serve',
     title: `Serving under ${o.clients} concurrent clients (${target.source}, ${target.engine})`,
-    description: `qk serve's app in this process on ${target.url}, the model loaded once. ${o.clients} clients each send one streaming /v1/chat/completions request after another for ${fmt(o.durationMs / 1000, 0)} s through Node's fetch (prompts of about ${o.promptLengths.join(', ')} words, max_tokens ${o.maxTokens}, temperature 0, thinking off); every stream is checked: JSON events, one id, object and model throughout, one finish reason, usage counting this request's prompt, [DONE] last. Per-request decode = (completion tokens − 1) over the time from the first text chunk to the finish chunk as the client receives them; requests queue FIFO on the one model, so it should match a lone generation of the same requests (model.chat, what qk generate runs, prefix forgotten) measured before the soak in the same run. Time to first token includes the queue wait. Memory is sampled every few seconds; flat means max − min over the samples after every client finished its first request.`,
+    description: `qk serve's app in this process on ${target.url}, the model loaded once. ${o.clients} clients (in ${o.clientsRunIn ?? 'this process'}) each send one streaming /v1/chat/completions request after another for ${fmt(o.durationMs / 1000, 0)} s through Node's fetch (prompts of about ${o.promptLengths.join(', ')} words, max_tokens ${o.maxTokens}, temperature 0, thinking off); every stream is checked: JSON events, one id, object and model throughout, one finish reason, usage counting this request's prompt, [DONE] last. Per-request decode = (completion tokens − 1) over the time from the first text chunk to the finish chunk as the client receives them; requests queue FIFO on the one model, so it should match a lone generation of the same requests (model.chat, what qk generate runs, prefix forgotten) measured before the soak in the same run. Time to first token includes the queue wait. Memory is sampled every few seconds; flat means max − min over the samples after every client finished its first request.`,
     backend: o.backend,
     status: 'ok',
     unit: 'ms',
