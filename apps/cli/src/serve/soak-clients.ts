@@ -75,9 +75,13 @@ export function startSoakClients(target: Target, entry: string): SoakClients {
     }
   };
   createInterface({ input: child.stdout!, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (line) => {
-    if (line.trim() === '') return;
-    const reply = JSON.parse(line) as Reply;
-    const job = waiting.get(reply.id);
+    let reply: Reply;
+    try {
+      reply = JSON.parse(line) as Reply;
+    } catch {
+      return; // not one of the child's record lines
+    }
+    const job = waiting.get(reply?.id);
     if (job === undefined) return;
     waiting.delete(reply.id);
     job.done({ ...reply.record, endedAt: performance.now() });
