@@ -145,6 +145,59 @@ describe('signals and streams', () => {
   });
 });
 
+describe('SIGINT stops qk generate while it loads and while it prefills', () => {
+  /** Starts `qk generate` with `args` (prompt on stdin), sends SIGINT once stderr matches `when` (+ `delayMs`). */
+  async function interrupted(args: string[], stdin: string, when: RegExp, delayMs: number) {
+    const child = spawn(process.execPath, [main, 'generate', '-', ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    child.stdin.end(stdin);
+    let err = '';
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += String(d);
+    });
+    const closed = new Promise<number | null>((done) => child.on('close', (c) => done(c)));
+    const seen = await new Promise<boolean>((ready) => {
+      child.stderr.on('data', (d) => {
+        err += String(d);
+        if (when.test(err)) ready(true);
+      });
+      void closed.then(() => ready(false));
+    });
+    expect(seen, `stderr never matched ${when}: ${err}`).toBe(true);
+    await new Promise((r) => setTimeout(r, delayMs));
+    const sentAt = performance.now();
+    child.kill('SIGINT');
+    const code = await closed;
+    const ms = performance.now() - sentAt;
+    console.log(`SIGINT at ${when}: exit ${code} after ${ms.toFixed(0)} ms`);
+    return { code, ms, err, out };
+  }
+
+  it('during the load of a 0.6B model: exit 130 within the hang bound, nothing generated', async () => {
+    const r = await interrupted(
+      ['--preset', '0.6b', '--engine', 'cpu', '--max-tokens', '4'],
+      'hi',
+      /loading .*\d+%/,
+      0,
+    );
+    expect(r.code, r.err).toBe(130);
+    expect(r.out).toBe('');
+    // The issue asks for 1 s; a loaded CI machine gets slack, a hang (the rest of the load) does not.
+    expect(r.ms).toBeLessThan(5000);
+  });
+
+  it('during the prefill of a 1,000-word prompt: exit 130 within the hang bound, nothing generated', async () => {
+    // The cpu engine pauses for aborts every ~200 ms of prefill (stepBudgetMs); this prompt takes seconds.
+    const prompt = 'word '.repeat(1000);
+    const r = await interrupted([...tiny, '--max-tokens', '4'], prompt, /loading tiny .*done in/, 300);
+    expect(r.code, r.err).toBe(130);
+    expect(r.out).toBe('');
+    expect(r.ms).toBeLessThan(5000);
+  });
+});
+
 describe('memory is checked before it is committed', () => {
   it('qk generate --preset 32b --engine cpu is refused with a sentence when it cannot fit', async () => {
     // 32B float32 weights are about 120 GiB; a machine with that much free RAM would load them instead.
