@@ -417,54 +417,37 @@ __device__ __forceinline__ int wg_swz(int row, int chunk) {
   return (chunk >> 3) * (128 * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
-#endif
-
-template <typename T, bool kPipelined>
-__global__ void __launch_bounds__(WgCfg::kThreads, 1)
-    wg_kernel(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-              int q_len, int kv_len, int q_heads, int kv_heads, int pack, int n_hgroups, int position_offset,
-              bool causal, float scale_log2) {
-#ifdef QK_SM90A
-  constexpr int D = WgCfg::kD, kBM = WgCfg::kBM, kBK = WgCfg::kBK, kChunks = D / 8;
-  constexpr int kStages = kPipelined ? 3 : 2;
-  extern __shared__ unsigned char smem_raw[];
-  const unsigned sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  const unsigned sq = sbase;
-  const unsigned skv = sbase + WgCfg::kTileBytes;  // stage s: K at skv + s * 2 * tile, V one tile later
-
-  const int tid = threadIdx.x;
-  const int wg = tid >> 7;
-  const int warp = (tid >> 5) & 3, lane = tid & 31;
-  const int g = lane >> 2, c = lane & 3;
-
-  const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
-  const int q0 = rows.q0, h0 = rows.h0, kv_end = rows.kv_end, first_pos = rows.first_pos;
-  const int64_t q_stride = rows.q_stride;
-  rows.load_q<WgCfg::kThreads>(q, kBM, D, kChunks, q_len, pack, [&](int r, int ch) { return sq + wg_swz(r, ch); });
-  const T* kbase = k + static_cast<int64_t>(rows.kv_head) * D;
-  const T* vbase = v + static_cast<int64_t>(rows.kv_head) * D;
-  auto load_kv = [&](int kt, int buf) {
-    const unsigned dk = skv + buf * 2 * WgCfg::kTileBytes;
-    const unsigned dv = dk + WgCfg::kTileBytes;
-    rows.load_kv<WgCfg::kThreads>(
-        kbase, vbase, kt, kBK, kChunks, [&](int r, int ch) { return dk + wg_swz(r, ch); },
-        [&](int r, int ch) { return dv + wg_swz(r, ch); });
-  };
-  load_kv(0, 0);
-  cp_async_commit();
-
-  int row_pos[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) row_pos[hf] = first_pos + (wg * 64 + warp * 16 + g + 8 * hf) / pack;
-
+/**
+ * One consumer warpgroup's 64 query rows in both wgmma kernels (wg_kernel, ws_kernel): the O accumulator, the
+ * running max and sum of each row half (online softmax in the exp2 domain), and the pieces of a step that touch
+ * them. Thread (warp, lane) holds rows warp·16 + lane/4 and +8 (its "row halves") and columns 2·(lane%4) + {0, 1}
+ * of every 8-column group, the m64nN accumulator layout.
+ */
+template <typename T>
+struct WgRows {
+  static constexpr int kD = WgCfg::kD, kBK = WgCfg::kBK;
   float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; i++) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f};  // per-thread partial sums; the quad is summed once, in store()
+  int row_pos[2];           // the query position of each row half, for the causal mask
+  int row0;                 // this thread's first row in the block tile
+  int c;                    // lane % 4
 
-  // Scores of tile kt (in s) → probabilities packed as the A operand of P·V (pa); returns the rescale factor
-  // of the rows' running sums, per row half.
-  auto softmax_tile = [&](float (&s)[64], int kt, float (&alpha)[2], uint32_t (&pa)[kBK / 16][4]) {
+  __device__ __forceinline__ WgRows(int wg, int warp, int lane, int first_pos, int pack)
+      : row0(wg * 64 + warp * 16 + (lane >> 2)), c(lane & 3) {
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) row_pos[hf] = first_pos + (row0 + 8 * hf) / pack;
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.f;
+  }
+
+  /**
+   * Scores of key tile kt (in s) → probabilities packed as the A operand of P·V (pa); alpha receives the factor
+   * that rescales O and the running sums, per row half (O itself is rescaled by rescale(), after P·V of the
+   * previous tile has landed).
+   */
+  __device__ __forceinline__ void softmax_tile(float (&s)[64], int kt, int kv_len, bool causal, int first_pos,
+                                               float scale_log2, float (&alpha)[2], uint32_t (&pa)[kBK / 16][4]) {
     const bool need_mask = kt + kBK > kv_len || (causal && kt + kBK - 1 > first_pos);
 #pragma unroll
     for (int nb = 0; nb < kBK / 8; nb++)
@@ -498,7 +481,7 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
         s[nb * 4 + 2 * hf + 1] = p1;
         sum += p0 + p1;
       }
-      l[hf] = l[hf] * alpha[hf] + sum;  // per-thread partial; the quad is summed once at the end
+      l[hf] = l[hf] * alpha[hf] + sum;
     }
 #pragma unroll
     for (int j = 0; j < kBK / 16; j++) {
@@ -507,30 +490,94 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
       pa[j][2] = pack2<T>(s[(2 * j + 1) * 4 + 0], s[(2 * j + 1) * 4 + 1]);
       pa[j][3] = pack2<T>(s[(2 * j + 1) * 4 + 2], s[(2 * j + 1) * 4 + 3]);
     }
-  };
-  auto rescale_o = [&](const float (&alpha)[2]) {
+  }
+
+  __device__ __forceinline__ void rescale(const float (&alpha)[2]) {
 #pragma unroll
-    for (int db = 0; db < D / 8; db++) {
+    for (int db = 0; db < kD / 8; db++) {
       o[db * 4 + 0] *= alpha[0];
       o[db * 4 + 1] *= alpha[0];
       o[db * 4 + 2] *= alpha[1];
       o[db * 4 + 3] *= alpha[1];
     }
-  };
-  auto issue_s = [&](float (&s)[64], unsigned tk) {
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
-      wgmma_ss<T, 128>(s, wgmma_desc_sw128(sq + koff + wg * 64 * 128, 16, 1024), wgmma_desc_sw128(tk + koff, 16, 1024), kk > 0);
-    }
-  };
-  auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], unsigned tv) {
+  }
+
+  /** Queues O += P·V for the V tile at shared address tv (MN-major B operand). */
+  __device__ __forceinline__ void issue_pv(const uint32_t (&pa)[kBK / 16][4], unsigned tv) {
 #pragma unroll
     for (int j = 0; j < kBK / 16; j++) {
       // 16 keys per step: two 8-row groups (SBO); the two 64-wide halves of d are one V column block apart (LBO).
       wgmma_rs_tb_n128<T>(o, pa[j], wgmma_desc_sw128(tv + j * 16 * 128, 128 * 128, 1024));
     }
+  }
+
+  /** O / l into `out` for the rows that hold a query (the quad's partial sums reduced first). */
+  __device__ __forceinline__ void store(T* __restrict__ out, const BlockRows& rows, int q_len, int pack) {
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      float sum = l[hf];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = 1.f / sum;
+      const int r = row0 + 8 * hf;
+      const int t = rows.q0 + r / pack;
+      if (t < q_len) {
+        T* dst = out + t * rows.q_stride + static_cast<int64_t>(rows.h0 + r % pack) * kD + 2 * c;
+#pragma unroll
+        for (int db = 0; db < kD / 8; db++) {
+          *reinterpret_cast<uint32_t*>(dst + db * 8) =
+              pack2<T>(o[db * 4 + 2 * hf] * inv, o[db * 4 + 2 * hf + 1] * inv);
+        }
+      }
+    }
+  }
+};
+
+/** Queues S = Q·Kᵀ for this warpgroup's 64 rows of the Q tile (shared address sq_rows) and the K tile at tk. */
+template <typename T>
+__device__ __forceinline__ void issue_s(float (&s)[64], unsigned sq_rows, unsigned tk) {
+#pragma unroll
+  for (int kk = 0; kk < WgCfg::kD / 16; kk++) {
+    const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
+    wgmma_ss<T, 128>(s, wgmma_desc_sw128(sq_rows + koff, 16, 1024), wgmma_desc_sw128(tk + koff, 16, 1024), kk > 0);
+  }
+}
+
+#endif
+
+template <typename T, bool kPipelined>
+__global__ void __launch_bounds__(WgCfg::kThreads, 1)
+    wg_kernel(T* __restrict__ out, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+              int q_len, int kv_len, int q_heads, int kv_heads, int pack, int n_hgroups, int position_offset,
+              bool causal, float scale_log2) {
+#ifdef QK_SM90A
+  constexpr int D = WgCfg::kD, kBM = WgCfg::kBM, kBK = WgCfg::kBK, kChunks = D / 8;
+  constexpr int kStages = kPipelined ? 3 : 2;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const unsigned sq = sbase;
+  const unsigned skv = sbase + WgCfg::kTileBytes;  // stage s: K at skv + s * 2 * tile, V one tile later
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+
+  const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
+  const int kv_end = rows.kv_end, first_pos = rows.first_pos;
+  rows.load_q<WgCfg::kThreads>(q, kBM, D, kChunks, q_len, pack, [&](int r, int ch) { return sq + wg_swz(r, ch); });
+  const T* kbase = k + static_cast<int64_t>(rows.kv_head) * D;
+  const T* vbase = v + static_cast<int64_t>(rows.kv_head) * D;
+  auto load_kv = [&](int kt, int buf) {
+    const unsigned dk = skv + buf * 2 * WgCfg::kTileBytes;
+    const unsigned dv = dk + WgCfg::kTileBytes;
+    rows.load_kv<WgCfg::kThreads>(
+        kbase, vbase, kt, kBK, kChunks, [&](int r, int ch) { return dk + wg_swz(r, ch); },
+        [&](int r, int ch) { return dv + wg_swz(r, ch); });
   };
+  load_kv(0, 0);
+  cp_async_commit();
+
+  WgRows<T> acc(wg, warp, lane, first_pos, pack);
   auto k_tile = [&](int it) { return skv + (it % kStages) * 2 * WgCfg::kTileBytes; };
 
   const int n_tiles = (kv_end + kBK - 1) / kBK;
@@ -545,17 +592,17 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
       if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
       cp_async_commit();
       wgmma_fence();
-      issue_s(s, k_tile(it));
+      issue_s<T>(s, sq + wg * 64 * 128, k_tile(it));
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(s);
-      softmax_tile(s, it * kBK, alpha, pa);
-      rescale_o(alpha);
+      acc.softmax_tile(s, it * kBK, kv_len, causal, first_pos, scale_log2, alpha, pa);
+      acc.rescale(alpha);
       wgmma_fence();
-      issue_pv(pa, k_tile(it) + WgCfg::kTileBytes);
+      acc.issue_pv(pa, k_tile(it) + WgCfg::kTileBytes);
       wgmma_commit();
       wgmma_wait<0>();
-      fence_regs(o);
+      fence_regs(acc.o);
     }
   } else {
     // P·V of tile it-1 runs on the tensor cores while this warpgroup computes the softmax of tile it (its
@@ -569,21 +616,21 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
       if (it + 1 < n_tiles) load_kv((it + 1) * kBK, (it + 1) % kStages);
       cp_async_commit();
       wgmma_fence();
-      issue_s(s, k_tile(it));
+      issue_s<T>(s, sq + wg * 64 * 128, k_tile(it));
       wgmma_commit();
       if (it > 0) {
-        issue_pv(pa, k_tile(it - 1) + WgCfg::kTileBytes);
+        acc.issue_pv(pa, k_tile(it - 1) + WgCfg::kTileBytes);
         wgmma_commit();
         wgmma_wait<1>();
       } else {
         wgmma_wait<0>();
       }
       fence_regs(s);
-      softmax_tile(s, it * kBK, alpha, pa_next);
+      acc.softmax_tile(s, it * kBK, kv_len, causal, first_pos, scale_log2, alpha, pa_next);
       wgmma_wait<0>();
-      fence_regs(o);
+      fence_regs(acc.o);
       fence_regs(pa);
-      rescale_o(alpha);
+      acc.rescale(alpha);
 #pragma unroll
       for (int j = 0; j < kBK / 16; j++)
 #pragma unroll
@@ -591,29 +638,14 @@ __global__ void __launch_bounds__(WgCfg::kThreads, 1)
     }
     if (n_tiles > 0) {
       wgmma_fence();
-      issue_pv(pa, k_tile(n_tiles - 1) + WgCfg::kTileBytes);
+      acc.issue_pv(pa, k_tile(n_tiles - 1) + WgCfg::kTileBytes);
       wgmma_commit();
       wgmma_wait<0>();
-      fence_regs(o);
+      fence_regs(acc.o);
     }
   }
 
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    float sum = l[hf];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = 1.f / sum;
-    const int r = wg * 64 + warp * 16 + g + 8 * hf;
-    const int t = q0 + r / pack;
-    if (t < q_len) {
-      T* dst = out + t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + 2 * c;
-#pragma unroll
-      for (int db = 0; db < D / 8; db++) {
-        *reinterpret_cast<uint32_t*>(dst + db * 8) = pack2<T>(o[db * 4 + 2 * hf] * inv, o[db * 4 + 2 * hf + 1] * inv);
-      }
-    }
-  }
+  acc.store(out, rows, q_len, pack);
 #else
   __trap();  // built for a target without wgmma; the launcher only picks this kernel on sm_90
 #endif
@@ -670,7 +702,7 @@ __global__ void __launch_bounds__(WsCfg::kThreads, 1)
 
   const int tid = threadIdx.x;
   const BlockRows rows(kBM, D, q_len, kv_len, q_heads, kv_heads, pack, n_hgroups, position_offset, causal);
-  const int q0 = rows.q0, h0 = rows.h0, kv_end = rows.kv_end, first_pos = rows.first_pos;
+  const int kv_end = rows.kv_end, first_pos = rows.first_pos;
   const int n_tiles = (kv_end + kBK - 1) / kBK;
 
   if (tid == WsCfg::kConsumers) {
@@ -719,68 +751,9 @@ __global__ void __launch_bounds__(WsCfg::kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
 
   const int warp = (tid >> 5) & 3, lane = tid & 31;
-  const int g = lane >> 2, c = lane & 3;
-  const int64_t q_stride = rows.q_stride;
-
-  int row_pos[2];
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) row_pos[hf] = first_pos + (wg * 64 + warp * 16 + g + 8 * hf) / pack;
-
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; i++) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-
-  auto softmax_tile = [&](float (&s)[64], int kt, float (&alpha)[2], uint32_t (&pa)[kBK / 16][4]) {
-    const bool need_mask = kt + kBK > kv_len || (causal && kt + kBK - 1 > first_pos);
-#pragma unroll
-    for (int nb = 0; nb < kBK / 8; nb++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = s[nb * 4 + e] * scale_log2;
-        if (need_mask) {
-          const int j = kt + nb * 8 + 2 * c + (e & 1);
-          if (j >= kv_len || (causal && j > row_pos[e >> 1])) x = -INFINITY;
-        }
-        s[nb * 4 + e] = x;
-      }
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < kBK / 8; nb++) mx = fmaxf(mx, fmaxf(s[nb * 4 + 2 * hf], s[nb * 4 + 2 * hf + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mnew = fmaxf(m[hf], mx);
-      const float mbase = mnew == -INFINITY ? 0.f : mnew;
-      alpha[hf] = fast_exp2(m[hf] - mbase);
-      m[hf] = mnew;
-      float sum = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < kBK / 8; nb++) {
-        const float p0 = fast_exp2(s[nb * 4 + 2 * hf] - mbase);
-        const float p1 = fast_exp2(s[nb * 4 + 2 * hf + 1] - mbase);
-        s[nb * 4 + 2 * hf] = p0;
-        s[nb * 4 + 2 * hf + 1] = p1;
-        sum += p0 + p1;
-      }
-      l[hf] = l[hf] * alpha[hf] + sum;
-    }
-#pragma unroll
-    for (int j = 0; j < kBK / 16; j++) {
-      pa[j][0] = pack2<T>(s[(2 * j) * 4 + 0], s[(2 * j) * 4 + 1]);
-      pa[j][1] = pack2<T>(s[(2 * j) * 4 + 2], s[(2 * j) * 4 + 3]);
-      pa[j][2] = pack2<T>(s[(2 * j + 1) * 4 + 0], s[(2 * j + 1) * 4 + 1]);
-      pa[j][3] = pack2<T>(s[(2 * j + 1) * 4 + 2], s[(2 * j + 1) * 4 + 3]);
-    }
-  };
+  WgRows<T> acc(wg, warp, lane, first_pos, pack);
   auto k_tile = [&](int it) { return skv + (it % kStages) * 2 * kTile; };
-  auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], int it) {
-    const unsigned tv = k_tile(it) + kTile;
-#pragma unroll
-    for (int j = 0; j < kBK / 16; j++)
-      wgmma_rs_tb_n128<T>(o, pa[j], wgmma_desc_sw128(tv + j * 16 * 128, 128 * 128, 1024));
-  };
+  auto issue_pv = [&](const uint32_t (&pa)[kBK / 16][4], int it) { acc.issue_pv(pa, k_tile(it) + kTile); };
 
   float s[64];
   float alpha[2];
@@ -811,13 +784,7 @@ __global__ void __launch_bounds__(WsCfg::kThreads, 1)
     if (it > 0) mbar_wait(&full_v[(it - 1) % kStages], ((it - 1) / kStages) & 1);
     wait_turn();
     wgmma_fence();
-    const unsigned tk = k_tile(it);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const unsigned koff = (kk >> 2) * (128 * 128) + (kk & 3) * 32;
-      wgmma_ss<T, 128>(s, wgmma_desc_sw128(sq + koff + wg * 64 * 128, 16, 1024), wgmma_desc_sw128(tk + koff, 16, 1024),
-                       kk > 0);
-    }
+    issue_s<T>(s, sq + wg * 64 * 128, k_tile(it));
     wgmma_commit();
     if (it > 0) {
       issue_pv(pa_prev, it - 1);
@@ -832,18 +799,12 @@ __global__ void __launch_bounds__(WsCfg::kThreads, 1)
     // Handing over once S has landed (not right after the issue): a barrier between issue and wait makes ptxas
     // serialise the wgmma pipeline (C7514).
     if (wg == 0 || it + 1 < n_tiles) pass_turn();
-    softmax_tile(s, it * kBK, alpha, pa_new);
+    acc.softmax_tile(s, it * kBK, kv_len, causal, first_pos, scale_log2, alpha, pa_new);
     wgmma_wait<0>();
-    fence_regs(o);
+    fence_regs(acc.o);
     fence_regs(pa_prev);
     if (it > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % kStages]);
-#pragma unroll
-    for (int db = 0; db < D / 8; db++) {
-      o[db * 4 + 0] *= alpha[0];
-      o[db * 4 + 1] *= alpha[0];
-      o[db * 4 + 2] *= alpha[1];
-      o[db * 4 + 3] *= alpha[1];
-    }
+    acc.rescale(alpha);
   };
   for (int it = 0; it < n_tiles; it += 2) {
     step(it, pa1, pa0);
@@ -860,25 +821,10 @@ __global__ void __launch_bounds__(WsCfg::kThreads, 1)
     }
     wgmma_commit();
     wgmma_wait<0>();
-    fence_regs(o);
+    fence_regs(acc.o);
   }
 
-#pragma unroll
-  for (int hf = 0; hf < 2; hf++) {
-    float sum = l[hf];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = 1.f / sum;
-    const int r = wg * 64 + warp * 16 + g + 8 * hf;
-    const int t = q0 + r / pack;
-    if (t < q_len) {
-      T* dst = out + t * q_stride + static_cast<int64_t>(h0 + r % pack) * D + 2 * c;
-#pragma unroll
-      for (int db = 0; db < D / 8; db++) {
-        *reinterpret_cast<uint32_t*>(dst + db * 8) = pack2<T>(o[db * 4 + 2 * hf] * inv, o[db * 4 + 2 * hf + 1] * inv);
-      }
-    }
-  }
+  acc.store(out, rows, q_len, pack);
 #else
   __trap();  // built for a target without wgmma; the launcher only picks this kernel on sm_90
 #endif
