@@ -47,27 +47,29 @@ export function cudaLinear<D extends FloatDType>(
 
 /**
  * The SwiGLU projection in one tensor-core GEMM (gate and up paired in its epilogue, one rounding), where that kernel
- * applies (Hopper, more rows than the small-M kernels take, aligned operands): the result, or `null` when it does
- * not apply and the caller runs `linear` + `swigluFused`. `gateUp` is `[2·ffn, in]`, validated by the op.
+ * applies (Hopper, more rows than the small-M kernels take, aligned operands). Returns the output tensor (`out`, or
+ * a new one) and whether the kernel ran; when it did not, nothing was written and the caller fills `y` itself
+ * (`linear` + `swigluFused`), disposing it if that fails and it is not `out`. `gateUp` is `[2·ffn, in]`, validated
+ * by the op.
  */
 export function cudaLinearSwiglu<D extends FloatDType>(
   x: Tensor<D>,
   gateUp: Tensor<D>,
   out?: Tensor,
-): Tensor<D> | null {
+): { y: Tensor<D>; ran: boolean } {
   const op = 'linearSwiglu';
   const [rows, k] = gateUp.shape as [number, number];
   const n = rows / 2;
   const y = cudaOutput(op, out, outShape(x, n), x.dtype);
-  let ran = false;
   try {
-    ran = launch(op, (b) =>
+    const ran = launch(op, (b) =>
       b.linearSwiglu(dtypeCode(x.dtype), ptr(y), ptr(x), ptr(gateUp), leadingSize(x.shape), k, n),
     );
-  } finally {
-    if (!ran && y !== out) y.dispose();
+    return { y, ran };
+  } catch (e) {
+    if (y !== out) y.dispose();
+    throw e;
   }
-  return ran ? y : null;
 }
 
 /** What {@link cudaRmsnormLinear} fuses besides the projection (validated by the op). */

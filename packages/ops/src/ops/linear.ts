@@ -244,11 +244,16 @@ function normLinear<D extends FloatDType>(
     }
     if (!glu) return linear(h, weight, { out });
     if (device === 'cuda') {
-      const fused = cudaLinearSwiglu(h, weight, out);
-      if (fused !== null) return fused;
-      const gateUp = linear(h, weight);
-      temps.push(gateUp);
-      return swigluFused(gateUp, { out });
+      const { y, ran } = cudaLinearSwiglu(h, weight, out);
+      if (ran) return y;
+      try {
+        const gateUp = linear(h, weight);
+        temps.push(gateUp);
+        return swigluFused(gateUp, { out: y });
+      } catch (e) {
+        if (y !== out) y.dispose();
+        throw e;
+      }
     }
     return writeCpuOutput(op, swigluOfF32Projection(h, weight), out);
   } finally {
