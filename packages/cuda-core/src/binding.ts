@@ -279,6 +279,11 @@ export interface Binding {
   ): void;
   /** out[r] = mean(x[r, :]) in f32 (eager-style reduction). */
   rowMean(dtypeIn: FloatDTypeCode, out: DevicePtr, x: DevicePtr, rows: number, n: number): void;
+  /**
+   * Counts the NaN/±Inf elements of `x` (`count` elements) and finds the first: `out` is i32 `[4]`, 8-byte aligned,
+   * read as two little-endian u64 (count, index of the first; all ones when there is none). Resets `out` itself.
+   */
+  findNonFinite(dtype: FloatDTypeCode, out: DevicePtr, x: DevicePtr, count: number): void;
   /** RoPE (rotate-half) on x `[tokens, heads, headDim]`; `invFreq` is f32 `[headDim/2]`, positions i32 `[tokens]`. */
   rope(
     dtype: FloatDTypeCode,

@@ -96,6 +96,7 @@ describe('binding argument checks (no CUDA call is made)', () => {
       'unary',
       'binary',
       'rowMean',
+      'findNonFinite',
       'rope',
       'qkNormRope',
       'qkNormRopeAppend',

@@ -70,6 +70,7 @@ export { type AttentionOptions, attention, attentionWorkspace } from './ops/atte
 export { rmsnormEager, swigluEager } from './ops/eager.js';
 export type { EmbeddingOptions } from './ops/embedding.js';
 export { embedding, scatterRows, type TokenIds } from './ops/embedding.js';
+export { findNonFinite, type NonFiniteStats, nonFiniteStats } from './ops/finite.js';
 export {
   type LinearOptions,
   type LinearSwigluOptions,

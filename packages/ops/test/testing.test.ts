@@ -40,6 +40,7 @@ const ALL_OPS: Record<ToleranceOp, true> = {
   quantizeInt8: true,
   quantizeInt4: true,
   argmax: true,
+  findNonFinite: true,
   sample: true,
   applyLogitControls: true,
 };
@@ -49,6 +50,7 @@ const EXACT_OPS = new Set<ToleranceOp>([
   'quantizeInt8',
   'quantizeInt4',
   'argmax',
+  'findNonFinite',
   'sample',
   'applyLogitControls',
 ]);

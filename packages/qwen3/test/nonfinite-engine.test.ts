@@ -250,3 +250,55 @@ describe.skipIf(!gpu)('non-finite logits on the GPU engines', () => {
     });
   }
 });
+
+describe.skipIf(!gpu)('non-finite weights refused at load on the GPU (the device pass)', () => {
+  it('loadWeights onto cuda names the tensor, the count and the first element, and frees what it uploaded', async () => {
+    const { mkdtemp, readFile, rm, writeFile } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { writeRandomCheckpoint } = await import('../src/checkpoint/files.js');
+    const { loadWeights } = await import('../src/checkpoint/load.js');
+    const { disposeFloatWeights } = await import('../src/quant/quantize.js');
+    const { QkCheckpointError } = await import('../src/errors.js');
+    const { cudaMemoryStats, findNonFinite } = await import('@qk/ops');
+    const dir = await mkdtemp(join(tmpdir(), 'qk-nonfinite-gpu-'));
+    try {
+      await writeRandomCheckpoint(dir, CONFIG, { tokenizerDir: false, dtype: 'bf16', seed: 4 });
+      const file = join(dir, 'model.safetensors');
+      const bytes = new Uint8Array(await readFile(file));
+      const view = new DataView(bytes.buffer);
+      const headerLength = Number(view.getBigUint64(0, true));
+      const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
+      const name = 'model.layers.1.self_attn.o_proj.weight';
+      const [begin, end] = header[name].data_offsets as [number, number];
+      // Three poisoned elements: +Inf at a seeded odd index (the kernel's unaligned paths see it as the first), NaN
+      // later, -Inf at the very last element.
+      const elements = (end - begin) / 2;
+      const first = 2 * ((Date.now() % 1000) + 100) + 1;
+      view.setUint16(8 + headerLength + begin + 2 * first, BF16_INF, true);
+      view.setUint16(8 + headerLength + begin + 2 * (first + 4000), BF16_NAN, true);
+      view.setUint16(8 + headerLength + begin + 2 * (elements - 1), 0xff80, true);
+      await writeFile(file, bytes);
+      const before = cudaMemoryStats().allocatedBytes;
+      const e = await loadWeights(dir, CONFIG, { dtype: 'bf16', device: 'cuda', checkFinite: true }).catch(
+        (err: unknown) => err,
+      );
+      expect(e).toBeInstanceOf(QkCheckpointError);
+      expect((e as Error).message).toContain(name);
+      expect((e as Error).message).toContain('3 non-finite values');
+      expect((e as Error).message).toContain(`the first at element ${first}`);
+      expect(cudaMemoryStats().allocatedBytes).toBe(before);
+      // Skipped check: it loads, and the tensor on the GPU holds exactly what the file does.
+      const w = await loadWeights(dir, CONFIG, { dtype: 'bf16', device: 'cuda', checkFinite: false });
+      try {
+        expect(findNonFinite(w.layers[1]!.o)).toEqual({ count: 3, first });
+        expect(findNonFinite(w.layers[0]!.o)).toEqual({ count: 0, first: -1 });
+      } finally {
+        disposeFloatWeights(w);
+      }
+      expect(cudaMemoryStats().allocatedBytes).toBe(before);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -2,6 +2,7 @@
 // csrc/kernels (elementwise.cu, rope.cu, swiglu.cu, embedding.cu).
 #include "../kernels/elementwise.h"
 #include "../kernels/embedding.h"
+#include "../kernels/finite.h"
 #include "../kernels/rope.h"
 #include "../kernels/swiglu.h"
 #include "args.h"
@@ -64,6 +65,20 @@ Napi::Value RowMean(const Napi::CallbackInfo& info) {
     r.out = static_cast<float*>(a.tensor(1, "out", DType::F32, r.rows));
     r.x = a.tensor(2, "x", r.dtype_in, r.rows * r.n);
     launched("rowMean", launch_row_mean(r, stream()));
+    return a.env().Undefined();
+  });
+}
+
+// findNonFinite(dtype, out, x, count): out is i32[4], read as two u64 (count of NaN/±Inf elements, index of the first)
+Napi::Value FindNonFinite(const Napi::CallbackInfo& info) {
+  return guard(info, "findNonFinite", [](const Args& a) -> Napi::Value {
+    a.expect_count(4);
+    const DType dtype = a.float_dtype(0, "dtype");
+    const int64_t count = a.int64(3, "count", 0, kMaxCount);
+    auto* stats = static_cast<unsigned long long*>(a.tensor(1, "out", DType::I32, 4));
+    if ((reinterpret_cast<uintptr_t>(stats) & 7) != 0) a.fail("out", "must be 8-byte aligned (it is read as two u64)");
+    const void* x = a.tensor(2, "x", dtype, count);
+    launched("findNonFinite", launch_find_non_finite(dtype, x, count, stats, stream()));
     return a.env().Undefined();
   });
 }
@@ -208,6 +223,7 @@ void register_elementwise_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "unary", Unary);
   define(env, exports, "binary", Binary);
   define(env, exports, "rowMean", RowMean);
+  define(env, exports, "findNonFinite", FindNonFinite);
   define(env, exports, "rope", Rope);
   define(env, exports, "qkNormRope", QkNormRope);
   define(env, exports, "qkNormRopeAppend", QkNormRopeAppend);

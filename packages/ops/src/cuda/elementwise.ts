@@ -81,6 +81,40 @@ export function cudaRowMean(op: string, x: Tensor<FloatDType>): Tensor<'f32'> {
   return y;
 }
 
+/**
+ * NaN/±Inf census of `x` on the device into `out` (i32 `[4]`: two little-endian u64, the count and the index of the
+ * first, all ones when there is none).
+ */
+export function cudaNonFiniteStats(op: string, x: Tensor<FloatDType>, out: Tensor): void {
+  const y = cudaOutput(op, out, [4], 'i32');
+  launch(op, (b) => b.findNonFinite(dtypeCode(x.dtype), ptr(y), ptr(x), x.size));
+}
+
+/** The u64 at `words[i]`, `words[i + 1]` (low word first) as a number, or -1 for all ones. */
+function u64At(words: ArrayLike<number>, i: number): number {
+  const lo = words[i]! >>> 0;
+  const hi = words[i + 1]! >>> 0;
+  if (lo === 0xffffffff && hi === 0xffffffff) return -1;
+  return hi * 2 ** 32 + lo;
+}
+
+/** Decodes the i32 `[4]` written by {@link cudaNonFiniteStats}. */
+export function decodeNonFiniteStats(words: ArrayLike<number>): { count: number; first: number } {
+  return { count: u64At(words, 0), first: u64At(words, 2) };
+}
+
+/** {@link cudaNonFiniteStats} into a scratch tensor, read back (synchronises the stream). */
+export function cudaFindNonFinite(x: Tensor<FloatDType>): { count: number; first: number } {
+  const op = 'findNonFinite';
+  const out = Tensor.empty([4], 'i32', 'cuda');
+  try {
+    cudaNonFiniteStats(op, x, out);
+    return decodeNonFiniteStats(out.toArray());
+  } finally {
+    out.dispose();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // RoPE
 

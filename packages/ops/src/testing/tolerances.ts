@@ -43,6 +43,7 @@ export type ToleranceOp =
   | 'quantizeInt8'
   | 'quantizeInt4'
   | 'argmax'
+  | 'findNonFinite'
   | 'sample'
   | 'applyLogitControls';
 
@@ -99,6 +100,8 @@ export const TOLERANCES: Readonly<Record<ToleranceOp, Readonly<Record<FloatDType
     quantizeInt4: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     // Token ids: exact (sampling's verify cases check ids against the reference's probability intervals).
     argmax: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
+    // A count and an index: exact.
+    findNonFinite: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     sample: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },
     // The controls follow the reference operation for operation in float64 and round once: bit for bit.
     applyLogitControls: { f32: { rtol: 0, atol: 0 }, f16: { rtol: 0, atol: 0 }, bf16: { rtol: 0, atol: 0 } },

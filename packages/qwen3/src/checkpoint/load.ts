@@ -2,7 +2,7 @@
  * Loading a checkpoint's weights into tensors: check everything against the config first, then read, convert and
  * (for CUDA) upload one tensor at a time, so the JS heap never holds more than one tensor's bytes.
  */
-import { type Device, type FloatDType, Tensor } from '@qk/ops';
+import { type Device, type FloatDType, findNonFinite, nonFiniteStats, Tensor } from '@qk/ops';
 import { QkAbortError, QkCheckpointError } from '../errors.js';
 import { type Checkpoint, openCheckpoint } from '../safetensors/checkpoint.js';
 import { floatDTypeOf } from '../safetensors/format.js';
@@ -35,15 +35,15 @@ export interface LoadWeightsOptions<D extends FloatDType> {
 
 /** Index of the first NaN or ±Inf element of `storage` (f32 values, or bf16/f16 bit patterns), or -1. */
 export function firstNonFinite(storage: ArrayLike<number>, dtype: FloatDType): number {
-  const n = storage.length;
-  if (dtype === 'f32') {
-    for (let i = 0; i < n; i++) if (!Number.isFinite(storage[i]!)) return i;
-    return -1;
-  }
-  // All exponent bits set: Inf or NaN.
-  const mask = dtype === 'bf16' ? 0x7f80 : 0x7c00;
-  for (let i = 0; i < n; i++) if ((storage[i]! & mask) === mask) return i;
-  return -1;
+  return nonFiniteStats(storage, dtype).first;
+}
+
+/** The refusal of a tensor holding `count` non-finite values, the first at element `first`. */
+function nonFiniteTensorError(name: string, count: number, first: number, dir: string): QkCheckpointError {
+  return new QkCheckpointError(
+    `tensor ${safeText(name)} holds ${count} non-finite value${count === 1 ? '' : 's'} (NaN or ±Inf), the first at element ${first}; the weights are corrupted, so every engine would produce NaN/Inf. Re-download or re-save the checkpoint (loadQwen3's checkWeights: false, or qk's --skip-checks, loads it anyway).`,
+    dir,
+  );
 }
 
 /**
@@ -89,23 +89,21 @@ export async function loadWeights<D extends FloatDType>(
       const raw = await checkpoint.readTensor(name);
       if (signal?.aborted) throw abortError(signal);
       const storage = convertBytes(raw.bytes, floatDTypeOf(raw.dtype)!, dtype);
-      if (options.checkFinite) {
-        const at = firstNonFinite(storage as ArrayLike<number>, dtype);
-        if (at >= 0) {
-          throw new QkCheckpointError(
-            `tensor ${safeText(name)} holds a non-finite value (NaN or ±Inf) at element ${at}; the weights are corrupted, so every engine would produce NaN/Inf. Re-download or re-save the checkpoint (loadQwen3's checkWeights: false, or qk's --skip-checks, loads it anyway).`,
-            checkpoint.dir,
-          );
-        }
-      }
       const host = Tensor.fromStorage(storage, raw.shape, dtype);
-      if (device === 'cpu') loaded.set(name, host);
-      else {
+      let tensor = host;
+      if (device !== 'cpu') {
         try {
-          loaded.set(name, host.to(device));
+          tensor = host.to(device);
         } finally {
           host.dispose();
         }
+      }
+      loaded.set(name, tensor);
+      // The check runs where the tensor now lives: on the GPU one pass at memory speed (milliseconds for a whole
+      // model), on the CPU a loop over the storage.
+      if (options.checkFinite) {
+        const { count, first } = findNonFinite(tensor);
+        if (count > 0) throw nonFiniteTensorError(name, count, first, checkpoint.dir);
       }
       loadedBytes += raw.bytes.byteLength;
       onProgress?.({ loadedBytes, totalBytes, tensor: name });

@@ -5,39 +5,22 @@
  * anyway; the megakernel fails its launch with its `nonFinite` code instead. Only then, on the error path, are the
  * weights scanned, to name those that hold non-finite values (the cpu engine's sentence, {@link QkNonFiniteError}).
  */
-import { isFloatDType, QkValueError, type Tensor } from '@qk/ops';
-import { firstNonFinite } from '../checkpoint/load.js';
+import { findNonFinite, isFloatDType, QkValueError, type Tensor } from '@qk/ops';
 import { QkNonFiniteError } from '../errors.js';
-
-/** Elements copied to the host per piece of a scanned weight: bounds the host memory the scan takes (~64 MB f32). */
-const SCAN_CHUNK_ELEMENTS = 1 << 24;
 
 /** Weights named in a {@link QkNonFiniteError}, at most (the cpu engine's limit too). */
 const MAX_NAMED = 5;
 
-/** Whether `t` (a float tensor on any device) holds NaN or ±Inf: copied to the host piece by piece and scanned. */
+/** Whether `t` (a float tensor on any device) holds NaN or ±Inf: on the GPU one device pass, on the CPU a loop. */
 export function holdsNonFinite(t: Tensor): boolean {
   if (!isFloatDType(t.dtype) || t.size === 0) return false;
-  const rows = t.shape[0]!;
-  const perRow = t.size / rows;
-  const step = Math.max(1, Math.floor(SCAN_CHUNK_ELEMENTS / perRow));
-  for (let r = 0; r < rows; r += step) {
-    const piece = t.slice(r, Math.min(rows, r + step));
-    const host = piece.to('cpu');
-    try {
-      if (firstNonFinite(host.data as ArrayLike<number>, t.dtype) >= 0) return true;
-    } finally {
-      if (host !== piece) host.dispose();
-      if (piece !== t) piece.dispose();
-    }
-  }
-  return false;
+  return findNonFinite(t).count > 0;
 }
 
 /**
  * The error for non-finite logits at generation step `step`, naming the first weights of `named` (in order) that
  * hold non-finite values. Scans until it has named {@link MAX_NAMED}, or through all of them (the error path only:
- * about one pass over the weights, a few seconds for an 8B model).
+ * one pass over the weights, on the device for the GPU engines).
  */
 export function nonFiniteError(step: number, named: Iterable<readonly [string, Tensor]>): QkNonFiniteError {
   const names: string[] = [];
