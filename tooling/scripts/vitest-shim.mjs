@@ -1,4 +1,4 @@
-// A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf, afterAll,
+// A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf/each, afterAll,
 // onTestFinished, expect with toBe, toEqual, toMatchObject, toMatch, toContain, toHaveLength, toBeCloseTo,
 // toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a message part, `.rejects` / `.resolves` before any of them,
 // expect.arrayContaining), so gpu-test-bundle.mjs can
@@ -29,7 +29,26 @@ describe.skipIf = (cond) => (name, fn) =>
 export function it(name, fn) {
   tests.push({ name: prefix + name, fn });
 }
-it.skipIf = (cond) => (name, fn) => (cond ? tests.push({ name: prefix + name, skip: true }) : it(name, fn));
+/** A test name from a row of `.each`: `$key` takes the row's field, `%s`/`%d`/`%i`/`%j` the row's next element. */
+function eachName(name, row) {
+  let k = 0;
+  const items = Array.isArray(row) ? row : [row];
+  return name
+    .replace(/\$([A-Za-z_][\w]*)/g, (m, key) =>
+      row && typeof row === 'object' && key in row ? String(row[key]) : m,
+    )
+    .replace(/%[sdij]/g, (m) => (m === '%j' ? JSON.stringify(items[k++]) : String(items[k++])));
+}
+/** `.each(table)(name, fn)`: one test per row; an array row is spread into fn's arguments, another passed whole. */
+const eachOf = (register) => (table) => (name, fn) => {
+  for (const row of table) register(eachName(name, row), () => (Array.isArray(row) ? fn(...row) : fn(row)));
+};
+it.each = eachOf((name, fn) => it(name, fn));
+it.skipIf = (cond) => {
+  const register = (name, fn) => (cond ? tests.push({ name: prefix + name, skip: true }) : it(name, fn));
+  register.each = eachOf(register);
+  return register;
+};
 it.runIf = (cond) => it.skipIf(!cond);
 export const test = it;
 class Arr {

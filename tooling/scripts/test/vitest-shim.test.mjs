@@ -57,3 +57,35 @@ describe('vitest shim: run()', () => {
     assert.match(r.stdout, /2 passed, 1 failed, 0 skipped/);
   });
 });
+
+describe('vitest shim: .each', () => {
+  it('registers one test per row, names from $fields and %s, object rows whole and array rows spread', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qk-shim-'));
+    dirs.push(dir);
+    const file = join(dir, 'bundle.mjs');
+    writeFileSync(
+      file,
+      [
+        `import { expect, it, run } from ${JSON.stringify(pathToFileURL(shim).href)};`,
+        "it.each([{ m: 1, n: 2 }, { m: 3, n: 4 }])('m=$m n=$n', ({ m, n }) => expect(n - m).toBe(1));",
+        "it.each([[2, 3], [5, 6]])('%s then %s', (a, b) => expect(b - a).toBe(1));",
+        "it.skipIf(true).each([{ k: 7 }])('skipped k=$k', () => { throw new Error('ran'); });",
+        "it.skipIf(false).each([{ k: 8 }, { k: 9 }])('k=$k', ({ k }) => expect(k).toBe(8));",
+        'await run();',
+      ].join('\n'),
+    );
+    const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 1, r.stdout + r.stderr);
+    for (const line of [
+      'PASS m=1 n=2',
+      'PASS m=3 n=4',
+      'PASS 2 then 3',
+      'PASS 5 then 6',
+      'SKIP skipped k=7',
+      'PASS k=8',
+    ])
+      assert.match(r.stdout, new RegExp(`^${line}$`, 'm'));
+    assert.match(r.stdout, /^FAIL k=9$/m);
+    assert.match(r.stdout, /5 passed, 1 failed, 1 skipped/);
+  });
+});
