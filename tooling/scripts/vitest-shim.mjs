@@ -1,5 +1,5 @@
 // A small stand-in for the parts of vitest that the GPU test files use (describe/it/skipIf/each, afterAll,
-// onTestFinished, expect with toBe, toEqual, toMatchObject, toMatch, toContain, toHaveLength, toBeCloseTo,
+// onTestFinished, expect with toBe, toBeInstanceOf, toEqual, toMatchObject, toMatch, toContain, toHaveLength, toBeCloseTo,
 // toBeLessThan(OrEqual), toBeGreaterThan(OrEqual), toThrow with a class, a RegExp or a message part, `.rejects` / `.resolves` before any of them,
 // expect.arrayContaining), so gpu-test-bundle.mjs can
 // turn such a file into one script that runs under a bare `node` on a GPU host with no npm (DESIGN.md §5). It is
@@ -100,6 +100,9 @@ export function expect(v, msg = '') {
     resolves: settled(false),
     toMatchObject: (x) => {
       if (!eq(v, x)) fail('to match the object');
+    },
+    toBeInstanceOf: (cls) => {
+      if (!(v instanceof cls)) fail(`to be an instance of ${cls?.name}`);
     },
     toHaveLength: (n) => {
       if (v?.length !== n) fail(`to have length ${n}`);

@@ -24,6 +24,9 @@ describe('vitest shim: .rejects and .resolves', () => {
     await expect(Promise.reject(new RangeError('out of range'))).rejects.toThrow(/of range/);
     await expect(Promise.resolve({ a: 1, b: 2 })).resolves.toMatchObject({ a: 1 });
     await expect(Promise.resolve(3)).resolves.toBe(3);
+    await expect(Promise.reject(new RangeError('x'))).rejects.toBeInstanceOf(RangeError);
+    expect(new TypeError('y')).toBeInstanceOf(Error);
+    assert.throws(() => expect(new Error('z')).toBeInstanceOf(RangeError), /to be an instance of RangeError/);
   });
 
   it('fail on a promise that settles the other way, or a matcher that does not hold', async () => {
