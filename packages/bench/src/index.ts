@@ -87,6 +87,8 @@ export {
   SERVED_SPEED_BAR,
   type ServeSuiteOptions,
   type ServeTarget,
+  type VariantComparison,
+  variantComparison,
 } from './serve/suite.js';
 export { type Summary, summarize } from './stats.js';
 export {

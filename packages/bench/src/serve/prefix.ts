@@ -14,6 +14,8 @@ export interface ChatStats {
   readonly timeToFirstTokenMs: number;
   readonly prefillMs: number;
   readonly cachedPromptTokens: number;
+  /** Tokens of the prompt (cached prefix included). */
+  readonly promptTokens?: number;
 }
 
 export interface PrefixOptions {
