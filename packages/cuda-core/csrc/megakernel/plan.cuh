@@ -11,6 +11,14 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
     *why = reason;
     return cudaErrorNotSupported;
   };
+  {
+    // The kernel is Hopper's (mbarriers, bulk copies, clusters): a multi-architecture build compiles a trapping body
+    // for older GPUs, which must never be launched.
+    int device = 0, major = 0;
+    QK_RETURN_IF_ERROR(cudaGetDevice(&device));
+    QK_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 9) return refuse("the GPU's compute capability is below 9.0; the megakernel runs on Hopper (sm_90) and newer");
+  }
   if (d.hidden <= 0 || d.q_heads <= 0 || d.kv_heads <= 0 || d.ffn <= 0 || d.layers <= 0 || d.vocab <= 0)
     return refuse("every size must be positive");
   if (d.layers > kMegakernelMaxLayers) return refuse("the model has more layers than the megakernel's 40");

@@ -117,6 +117,11 @@ using bf16 = __nv_bfloat16;
  */
 template <bool kSample, int G, bool kScreen, int kPath, int kPad = -1>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Hopper's mbarriers and bulk copies do not exist before sm_90: a multi-architecture build (the prebuilt addon)
+  // gets a body that traps there, and the plan refuses such GPUs, so it is never launched.
+  __trap();
+#else
   extern __shared__ __align__(128) uint8_t smem[];
   const MegakernelDims& d = a.dims;
   Block b;
@@ -305,6 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     else ok = step_argmax(a, b, lay, best, step, pos);
     if (step + 1 < a.steps && !block_ok(b, ok)) return;
   }
+#endif
 }
 
 using DecodeKernel = void (*)(MegakernelArgs);
