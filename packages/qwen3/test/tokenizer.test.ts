@@ -588,4 +588,32 @@ describe('encoding by sections (a chat re-encodes only its new text)', () => {
     }
     expect(lengths[5]).toBeGreaterThan(lengths[0]! * 3);
   });
+
+  it('encodes the same chat twice without rendering it again, and never hands out its kept ids', () => {
+    type Encoder = { encodeChat(m: readonly ChatMessage[], o?: object): number[] };
+    const enc = qwen as unknown as Encoder;
+    const messages: ChatMessage[] = [
+      { role: 'user', content: `count ${Math.random()}` },
+      { role: 'assistant', content: 'one two' },
+      { role: 'user', content: 'again <|im_end|>' },
+    ];
+    const first = enc.encodeChat(messages, { enableThinking: false });
+    const expected = [...first];
+    first.push(1, 2, 3);
+    first[0] = 7;
+    expect(enc.encodeChat(messages, { enableThinking: false })).toEqual(expected);
+    // Other options, another message, an edited message: encoded afresh.
+    expect(enc.encodeChat(messages, { enableThinking: true })).not.toEqual(expected);
+    const edited = messages.map((m, i) => (i === 2 ? { ...m, content: 'again' } : m));
+    const fresh = enc.encodeChat(edited, { enableThinking: false });
+    expect(fresh).toEqual(
+      library.encode(qwen.applyChatTemplate(edited, { enableThinking: false }), { add_special_tokens: false })
+        .ids,
+    );
+    // A message object changed in place after the first call is seen (the key is the content, not the object).
+    const same = messages.map((m) => ({ ...m }));
+    enc.encodeChat(same, { enableThinking: false });
+    (same[1] as { content: string }).content = 'three four';
+    expect(enc.encodeChat(same, { enableThinking: false })).not.toEqual(expected);
+  });
 });

@@ -67,6 +67,11 @@ interface TokenizerCore {
   readonly splitSections: ((text: string) => string[]) | undefined;
   /** Ids of long sections encoded before (a chat's earlier turns). */
   readonly sections: SectionCache;
+  /**
+   * The last chat `encodeChat` encoded (its messages and options as JSON) and its ids: a server that counts a
+   * request's prompt and then starts the chat renders and encodes it once.
+   */
+  lastChat?: { readonly key: string; readonly ids: readonly number[] };
 }
 
 /** `byte_level` for GPT-2-style byte-level BPE (Qwen3), `byte_fallback` for `<0xAB>` pieces, else `raw`. */
@@ -422,9 +427,29 @@ class HfQwen3Tokenizer implements Qwen3Tokenizer {
     options: ChatTemplateOptions & { readonly parseSpecialTokens?: boolean } = {},
   ): number[] {
     const { parseSpecialTokens = false, ...templateOptions } = options;
+    checkMessages(messages);
+    // The same chat as last time (by content): its ids again, copied. Messages that JSON cannot write (a cycle, a
+    // BigInt) are encoded as usual, and the template's own checks report them.
+    let key: string | undefined;
+    try {
+      key = JSON.stringify([messages, options]);
+    } catch {
+      key = undefined;
+    }
+    const last = this.#core.lastChat;
+    if (key !== undefined && last !== undefined && last.key === key) return [...last.ids];
+    const ids = this.#encodeChat(messages, templateOptions, parseSpecialTokens);
+    if (key !== undefined) this.#core.lastChat = { key, ids: [...ids] };
+    return ids;
+  }
+
+  #encodeChat(
+    messages: readonly ChatMessage[],
+    templateOptions: ChatTemplateOptions,
+    parseSpecialTokens: boolean,
+  ): number[] {
     if (parseSpecialTokens) return this.encode(this.applyChatTemplate(messages, templateOptions));
     const specials = this.#core.specialTexts;
-    checkMessages(messages);
     if (specials.length === 0) return this.encode(this.applyChatTemplate(messages, templateOptions));
     const nonce = Math.random().toString(36).slice(2, 10);
     const find = new RegExp(specials.map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
