@@ -442,7 +442,8 @@ export class Qwen3Model {
       promptIds,
       maxTokens: Math.min(options.maxTokens, room),
       contextLimited: options.maxTokens > room,
-      sampling: options.sampling,
+      // Step indices run 0 … maxTokens − 1: the engine queues no decode step past the last.
+      sampling: { ...options.sampling, lastStep: Math.min(options.maxTokens, room) - 1 },
       stop: options.stop,
       signal: options.signal,
       constraint: options.constraint,

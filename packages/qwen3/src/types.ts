@@ -101,6 +101,12 @@ export interface SamplingParams {
   readonly topP: number;
   /** Seed of the generation; each step draws from `seed` and the step index, so runs repeat exactly. */
   readonly seed: number;
+  /**
+   * The generation's last step index (its token limit − 1), when it has one: an engine that queues decode steps
+   * ahead of the caller (the megakernel's launches) queues none past it, so the work after the last token is not
+   * left for the next generation to wait behind. Leaving it out only costs that wait.
+   */
+  readonly lastStep?: number;
   // The controls below act before temperature / top-k / top-p (`@qk/ops`' applyLogitControls). Only Engine.choose
   // applies them: `next` refuses parameters that set any of them.
   /** Subtracted once from the logit of every token already generated (OpenAI's presence penalty); 0 is off. */

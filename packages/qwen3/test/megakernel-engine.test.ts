@@ -794,6 +794,53 @@ describe.skipIf(!hopper)('megakernel engine (CUDA, compute capability ≥ 9.0)',
     for (const e of [layered, pure, never, mixed]) e.dispose();
   });
 
+  it('queues no launch past the generation’s last step (sampling.lastStep), greedy and sampled, same tokens', () => {
+    // Launches of 4 steps: without lastStep, reading the last step of a launch queues the next launch, also after the
+    // generation's last token (work the next generation then waits behind). With lastStep, the launch that would
+    // run past it is cut, and none is queued after it. Launch counts come from the addon's counters.
+    const config = CONFIGS[0]![1];
+    const launches = () => {
+      const [a, b] = cudaCore.loadBinding().megakernelLaunchPaths();
+      return a + b;
+    };
+    const prompt = randomIds(7, config.vocabSize, 61);
+    for (const base of [
+      { temperature: 0, topK: 0, topP: 1, seed: 0 },
+      { temperature: 0.8, topK: 20, topP: 0.9, seed: 9 },
+    ]) {
+      // Generations of 9 and 11 tokens: decode steps 1…8 (two whole launches) and 1…10 (the third cut to 2 steps).
+      for (const tokens of [9, 11]) {
+        const runs: { ids: number[]; launched: number }[] = [];
+        for (const sampling of [base, { ...base, lastStep: tokens - 1 }]) {
+          const e = build('megakernel', config, 8, { megakernelSteps: 4 });
+          try {
+            const before = launches();
+            const ids = [e.next(prompt, 0, sampling, 0)];
+            for (let step = 1; step < tokens; step++) {
+              ids.push(e.next([ids.at(-1)!], prompt.length + step - 1, sampling, step));
+            }
+            cudaCore.loadBinding().synchronize();
+            runs.push({ ids, launched: launches() - before });
+          } finally {
+            e.dispose();
+          }
+        }
+        const [open, bounded] = runs;
+        const label = `${base.temperature === 0 ? 'greedy' : 'sampled'}, ${tokens} tokens`;
+        expect(bounded!.ids, label).toEqual(open!.ids);
+        const needed = Math.ceil((tokens - 1) / 4);
+        expect(bounded!.launched, label).toBe(needed);
+        // Without the bound, 8 steps leave a launch queued after the last token; 10 steps end inside a launch.
+        expect(open!.launched, label).toBe(tokens === 9 ? needed + 1 : needed);
+      }
+    }
+    const e = build('megakernel', config, 8);
+    expect(() => e.next(prompt, 0, { temperature: 0, topK: 0, topP: 1, seed: 0, lastStep: -1 }, 0)).toThrow(
+      /lastStep/,
+    );
+    e.dispose();
+  });
+
   it('refuses steps per launch outside 1–64, and launches that run past the cache', () => {
     const config = CONFIGS[0]![1];
     const weights = toCuda(randomWeights(config, 6, 'bf16'));

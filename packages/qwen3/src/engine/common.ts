@@ -137,6 +137,10 @@ export function checkSampling(op: string, sampling: SamplingParams): void {
   if (!Number.isSafeInteger(seed) || seed < 0) {
     throw new QkValueError(op, 'seed', `must be a non-negative safe integer, got ${seed}.`);
   }
+  const { lastStep } = sampling;
+  if (lastStep !== undefined && (!Number.isSafeInteger(lastStep) || lastStep < 0)) {
+    throw new QkValueError(op, 'lastStep', `must be a non-negative integer (a step index), got ${lastStep}.`);
+  }
   checkLogitControls(op, sampling);
 }
 

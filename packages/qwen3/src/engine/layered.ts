@@ -774,7 +774,7 @@ export function createLayeredEngine(
    * at the hand-off position), greedy or drawing by `draw` (step k with the uniform of step index
    * `draw.step + k`), or one greedy replay of the layered graph. Returns the steps queued.
    */
-  function queueDecode(id: number, position: number, draw: Draw | null): number {
+  function queueDecode(id: number, position: number, draw: Draw | null, most: number): number {
     if (megakernel === null || !inMegakernel(position)) {
       decode(id, position);
       return 1;
@@ -784,6 +784,7 @@ export function createLayeredEngine(
       megakernel.maxSteps,
       maxContext - position,
       megakernelUntil - position,
+      Math.max(1, most),
     );
     if (draw === null) megakernel.launch(id, position, steps);
     else {
@@ -810,8 +811,16 @@ export function createLayeredEngine(
    * captured; the megakernel always can, since the kernel leaves [token, position] of the next step on the device
    * and nothing is uploaded.
    */
-  function nextQueuedDecode(id: number, position: number, draw: Draw | null): number {
+  function nextQueuedDecode(
+    id: number,
+    position: number,
+    draw: Draw | null,
+    stepIndex: number,
+    lastStep: number | undefined,
+  ): number {
     checkForwardArgs(op, config, maxContext, filled, [id], position);
+    // Steps the caller may still ask for, this one included (unbounded without a last step).
+    const left = (step: number) => (lastStep === undefined ? Number.POSITIVE_INFINITY : lastStep - step + 1);
     const k = ahead === null ? -1 : position - ahead.position;
     let queued = ahead;
     if (
@@ -824,7 +833,7 @@ export function createLayeredEngine(
       ahead = null;
       queued = {
         position,
-        steps: queueDecode(id, position, draw),
+        steps: queueDecode(id, position, draw, left(stepIndex)),
         inputs: [id],
         inMegakernel: inMegakernel(position),
         draw,
@@ -855,12 +864,13 @@ export function createLayeredEngine(
     const then = draw === null ? null : { sampling: draw.sampling, step: draw.step + 1 };
     if (
       following < maxContext &&
+      left(stepIndex + 1) > 0 &&
       (inMegakernel(following) || (draw === null && graphs.has(decodeRows(following))))
     ) {
       try {
         ahead = {
           position: following,
-          steps: queueDecode(token, following, then),
+          steps: queueDecode(token, following, then, left(stepIndex + 1)),
           inputs: [token],
           inMegakernel: inMegakernel(following),
           draw: then,
@@ -1019,9 +1029,11 @@ export function createLayeredEngine(
     sampling: SamplingParams,
     stepIndex: number,
   ): number {
-    if (ids.length === 1 && sampling.temperature === 0) return nextQueuedDecode(ids[0]!, start, null);
+    if (ids.length === 1 && sampling.temperature === 0) {
+      return nextQueuedDecode(ids[0]!, start, null, stepIndex, sampling.lastStep);
+    }
     if (ids.length === 1 && inMegakernel(start) && sampledInKernel(sampling)) {
-      return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex });
+      return nextQueuedDecode(ids[0]!, start, { sampling, step: stepIndex }, stepIndex, sampling.lastStep);
     }
     const r = forward(ids, start);
     const views: Tensor[] = [];
