@@ -3,7 +3,7 @@
  * are reported instead of printed as token 0, corrupted weights are refused at load, and a model that cannot fit
  * in memory is refused before anything is allocated.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { freemem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tensor } from '@qk/ops';
@@ -17,6 +17,7 @@ import { pickToken } from '../src/engine/sampling.js';
 import { QkAbortError, QkCheckpointError, QkMemoryError, QkNonFiniteError } from '../src/errors.js';
 import { loadQwen3, Qwen3Model } from '../src/model.js';
 import type { SamplingParams } from '../src/types.js';
+import { editTensorBytes } from './support/checkpoint-edit.js';
 import { MICRO_CONFIG, microTokenizerConfig, microTokenizerJson } from './support/hostile.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 import { stubTokenizer } from './support/stub-tokenizer.js';
@@ -222,14 +223,10 @@ describe('non-finite values', () => {
     // Room for the micro tokenizer's ids, so that loadQwen3 can load this checkpoint too.
     const config = { ...MICRO_CONFIG, vocabSize: 128 };
     await writeRandomCheckpoint(dir, config, { tokenizerDir: false, dtype: 'f32' });
-    const file = join(dir, 'model.safetensors');
-    const bytes = new Uint8Array(await readFile(file));
-    const headerLength = Number(new DataView(bytes.buffer).getBigUint64(0, true));
-    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
     const name = 'model.layers.1.mlp.up_proj.weight';
-    const [begin] = header[name].data_offsets as [number, number];
-    new DataView(bytes.buffer).setFloat32(8 + headerLength + begin + 4 * 5, Number.NaN, true);
-    await writeFile(file, bytes);
+    await editTensorBytes(join(dir, 'model.safetensors'), name, (view, at) =>
+      view.setFloat32(at + 4 * 5, Number.NaN, true),
+    );
     const e = await loadWeights(dir, config, { dtype: 'f32', checkFinite: true }).catch(
       (err: unknown) => err,
     );

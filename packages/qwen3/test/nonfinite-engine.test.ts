@@ -6,14 +6,29 @@
  * and a healthy model is unaffected. GPU only (the megakernel: Hopper): skipped, visibly, where no GPU is usable. The
  * error-path helpers are checked on the CPU as well.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as cudaCore from '@qk/cuda-core';
-import { cudaAvailable, cudaDeviceInfo, QkValueError, Tensor, useCudaBackend } from '@qk/ops';
+import {
+  cudaAvailable,
+  cudaDeviceInfo,
+  cudaMemoryStats,
+  findNonFinite,
+  QkValueError,
+  Tensor,
+  useCudaBackend,
+} from '@qk/ops';
 import { describe, expect, it } from 'vitest';
+import { writeRandomCheckpoint } from '../src/checkpoint/files.js';
+import { loadWeights } from '../src/checkpoint/load.js';
 import { createEngine } from '../src/engine/index.js';
 import { holdsNonFinite, isNonFiniteLogitsError, nonFiniteError } from '../src/engine/nonfinite.js';
-import { QkNonFiniteError } from '../src/errors.js';
+import { QkCheckpointError, QkNonFiniteError } from '../src/errors.js';
 import { Qwen3Model } from '../src/model.js';
+import { disposeFloatWeights } from '../src/quant/quantize.js';
 import type { Engine, Qwen3Weights, SamplingParams } from '../src/types.js';
+import { editTensorBytes } from './support/checkpoint-edit.js';
 import { argmaxOf, toCuda } from './support/engine-checks.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 import { stubTokenizer } from './support/stub-tokenizer.js';
@@ -253,32 +268,18 @@ describe.skipIf(!gpu)('non-finite logits on the GPU engines', () => {
 
 describe.skipIf(!gpu)('non-finite weights refused at load on the GPU (the device pass)', () => {
   it('loadWeights onto cuda names the tensor, the count and the first element, and frees what it uploaded', async () => {
-    const { mkdtemp, readFile, rm, writeFile } = await import('node:fs/promises');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const { writeRandomCheckpoint } = await import('../src/checkpoint/files.js');
-    const { loadWeights } = await import('../src/checkpoint/load.js');
-    const { disposeFloatWeights } = await import('../src/quant/quantize.js');
-    const { QkCheckpointError } = await import('../src/errors.js');
-    const { cudaMemoryStats, findNonFinite } = await import('@qk/ops');
     const dir = await mkdtemp(join(tmpdir(), 'qk-nonfinite-gpu-'));
     try {
       await writeRandomCheckpoint(dir, CONFIG, { tokenizerDir: false, dtype: 'bf16', seed: 4 });
-      const file = join(dir, 'model.safetensors');
-      const bytes = new Uint8Array(await readFile(file));
-      const view = new DataView(bytes.buffer);
-      const headerLength = Number(view.getBigUint64(0, true));
-      const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
       const name = 'model.layers.1.self_attn.o_proj.weight';
-      const [begin, end] = header[name].data_offsets as [number, number];
-      // Three poisoned elements: +Inf at a seeded odd index (the kernel's unaligned paths see it as the first), NaN
-      // later, -Inf at the very last element.
-      const elements = (end - begin) / 2;
+      // Three poisoned elements: +Inf at an odd index drawn per run (the kernel's unaligned paths see it as the
+      // first), NaN later, -Inf at the very last element.
       const first = 2 * ((Date.now() % 1000) + 100) + 1;
-      view.setUint16(8 + headerLength + begin + 2 * first, BF16_INF, true);
-      view.setUint16(8 + headerLength + begin + 2 * (first + 4000), BF16_NAN, true);
-      view.setUint16(8 + headerLength + begin + 2 * (elements - 1), 0xff80, true);
-      await writeFile(file, bytes);
+      await editTensorBytes(join(dir, 'model.safetensors'), name, (view, at, byteLength) => {
+        view.setUint16(at + 2 * first, BF16_INF, true);
+        view.setUint16(at + 2 * (first + 4000), BF16_NAN, true);
+        view.setUint16(at + byteLength - 2, 0xff80, true);
+      });
       const before = cudaMemoryStats().allocatedBytes;
       const e = await loadWeights(dir, CONFIG, { dtype: 'bf16', device: 'cuda', checkFinite: true }).catch(
         (err: unknown) => err,

@@ -16,6 +16,22 @@ after(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
+/** Runs a script that imports the shim and registers `body` (lines of test code), then `run()`. */
+function runWithShim(body) {
+  const dir = mkdtempSync(join(tmpdir(), 'qk-shim-'));
+  dirs.push(dir);
+  const file = join(dir, 'bundle.mjs');
+  writeFileSync(
+    file,
+    [
+      `import { expect, it, run } from ${JSON.stringify(pathToFileURL(shim).href)};`,
+      ...body,
+      'await run();',
+    ].join('\n'),
+  );
+  return spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 30_000 });
+}
+
 describe('vitest shim: .rejects and .resolves', () => {
   it('apply the matcher to the error or the value', async () => {
     const stop = new Error('stop');
@@ -41,19 +57,10 @@ describe('vitest shim: .rejects and .resolves', () => {
 
 describe('vitest shim: run()', () => {
   it('counts a rejection no test awaited as a failure and runs the tests after it', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'qk-shim-'));
-    dirs.push(dir);
-    const file = join(dir, 'bundle.mjs');
-    writeFileSync(
-      file,
-      [
-        `import { expect, it, run } from ${JSON.stringify(pathToFileURL(shim).href)};`,
-        "it('drops a rejected promise', async () => { void Promise.reject(new Error('dropped')); await new Promise((r) => setTimeout(r, 20)); });",
-        "it('runs after it', () => expect(1 + 1).toBe(2));",
-        'await run();',
-      ].join('\n'),
-    );
-    const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 30_000 });
+    const r = runWithShim([
+      "it('drops a rejected promise', async () => { void Promise.reject(new Error('dropped')); await new Promise((r) => setTimeout(r, 20)); });",
+      "it('runs after it', () => expect(1 + 1).toBe(2));",
+    ]);
     assert.equal(r.status, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /FAIL \(a rejection no test awaited\)\n {2}Error: dropped/);
     assert.match(r.stdout, /PASS runs after it/);
@@ -63,21 +70,12 @@ describe('vitest shim: run()', () => {
 
 describe('vitest shim: .each', () => {
   it('registers one test per row, names from $fields and %s, object rows whole and array rows spread', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'qk-shim-'));
-    dirs.push(dir);
-    const file = join(dir, 'bundle.mjs');
-    writeFileSync(
-      file,
-      [
-        `import { expect, it, run } from ${JSON.stringify(pathToFileURL(shim).href)};`,
-        "it.each([{ m: 1, n: 2 }, { m: 3, n: 4 }])('m=$m n=$n', ({ m, n }) => expect(n - m).toBe(1));",
-        "it.each([[2, 3], [5, 6]])('%s then %s', (a, b) => expect(b - a).toBe(1));",
-        "it.skipIf(true).each([{ k: 7 }])('skipped k=$k', () => { throw new Error('ran'); });",
-        "it.skipIf(false).each([{ k: 8 }, { k: 9 }])('k=$k', ({ k }) => expect(k).toBe(8));",
-        'await run();',
-      ].join('\n'),
-    );
-    const r = spawnSync(process.execPath, [file], { encoding: 'utf8', timeout: 30_000 });
+    const r = runWithShim([
+      "it.each([{ m: 1, n: 2 }, { m: 3, n: 4 }])('m=$m n=$n', ({ m, n }) => expect(n - m).toBe(1));",
+      "it.each([[2, 3], [5, 6]])('%s then %s', (a, b) => expect(b - a).toBe(1));",
+      "it.skipIf(true).each([{ k: 7 }])('skipped k=$k', () => { throw new Error('ran'); });",
+      "it.skipIf(false).each([{ k: 8 }, { k: 9 }])('k=$k', ({ k }) => expect(k).toBe(8));",
+    ]);
     assert.equal(r.status, 1, r.stdout + r.stderr);
     for (const line of [
       'PASS m=1 n=2',
