@@ -14,7 +14,7 @@ import { Rng } from '../../random.js';
 import { Tensor } from '../../tensor.js';
 import { type ToleranceOp, toleranceFor } from '../../testing/tolerances.js';
 import type { CaseInstance, VerifyCase } from '../types.js';
-import { dims, ODD_WIDTHS, QWEN3_SHAPES, VERIFY_DTYPES } from './shapes.js';
+import { dims, ODD_WIDTHS, QWEN3_SHAPES, VERIFY_DTYPES, xorshift32 } from './shapes.js';
 
 type Tag = VerifyCase['tag'];
 type F = Tensor<FloatDType>;
@@ -48,13 +48,7 @@ function randomPositions(tokens: number, seed: number): Int32Array {
  * stream seeded from PCG32: for the benchmark-sized inputs, where normal deviates would cost seconds on the CPU.
  */
 function randomBits<D extends FloatDType>(shape: number[], dtype: D, seed: number): Tensor<D> {
-  let state = new Rng(seed).nextU32() || 1;
-  const next = (): number => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return state >>> 0;
-  };
+  const next = xorshift32(new Rng(seed).nextU32());
   const n = shape.reduce((a, b) => a * b, 1);
   if (dtype === 'f32') {
     const bits = new Uint32Array(n);

@@ -12,7 +12,7 @@ import { Rng } from '../../random.js';
 import { Tensor } from '../../tensor.js';
 import { toleranceFor } from '../../testing/tolerances.js';
 import type { VerifyCase } from '../types.js';
-import { dims, ODD_WIDTHS, VERIFY_DTYPES } from './shapes.js';
+import { dims, ODD_WIDTHS, VERIFY_DTYPES, xorshift32 } from './shapes.js';
 
 type Tag = VerifyCase['tag'];
 
@@ -31,13 +31,7 @@ function plantedStorage(
   seed: number,
 ): Float32Array | Uint16Array {
   const rng = new Rng(seed);
-  let state = rng.nextU32() || 1;
-  const next = (): number => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return state >>> 0;
-  };
+  const next = xorshift32(rng.nextU32());
   let storage: Float32Array | Uint16Array;
   if (dtype === 'f32') {
     const bits = new Uint32Array(size);

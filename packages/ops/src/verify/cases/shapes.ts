@@ -27,3 +27,18 @@ export const VERIFY_DTYPES: readonly FloatDType[] = ['bf16', 'f16', 'f32'];
 export function dims(...extents: number[]): string {
   return `[${extents.join('×')}]`;
 }
+
+/**
+ * A xorshift32 stream of u32 values from `state` (0 becomes 1): cheap raw bits for inputs too large to draw as
+ * normal deviates on the CPU (the benchmark-sized cases).
+ */
+export function xorshift32(state: number): () => number {
+  let x = state >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x;
+  };
+}
