@@ -1,12 +1,12 @@
 /**
  * `--megakernel-tuning JSON|FILE`: the one way the CLI sets the megakernel's knobs, for measuring variants. The value
  * is a JSON object (inline when it starts with `{`, else the path of a file holding one) of `MegakernelTuning` fields
- * of @qk/ops, plus the engine's own `steps`, `until`, `screen` and a `trace` file; it is parsed and checked here, once,
- * into the `loadQwen3` options it stands for.
+ * of @qk/qwen3, plus the engine's own `steps`, `until`, `screen` and a `trace` file; it is parsed and checked here,
+ * once, into the `loadQwen3` options it stands for.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { checkMegakernelTuning, MEGAKERNEL_TUNING_FIELDS, QkValueError } from '@qk/ops';
-import type { MegakernelEngineOptions } from '@qk/qwen3';
+import { QkValueError } from '@qk/ops';
+import { checkMegakernelTuning, MEGAKERNEL_TUNING_FIELDS, type MegakernelEngineOptions } from '@qk/qwen3';
 import { shownValue, UsageError } from './args.js';
 
 /** `words` joined by ", " into lines of at most `width` characters, each after `indent`. */
@@ -27,7 +27,7 @@ export const MEGAKERNEL_TUNING_HELP = `  --megakernel-tuning JSON|FILE
                      in a file. Engine fields: steps (per launch, 1-64, default 4), until (hand-off position
                      to the layered graph, default by model), screen (int8 LM-head screen, default true),
                      trace (a file: per-stage timings as JSON, written when the model is closed; one step
-                     per launch). Kernel fields (MegakernelTuning of @qk/ops, each with its default and
+                     per launch). Kernel fields (MegakernelTuning of @qk/qwen3, each with its default and
                      range; csrc/megakernel/DESIGN.md, "Tuning"):
 ${wrapList(Object.keys(MEGAKERNEL_TUNING_FIELDS), ' '.repeat(21), 110)}`;
 

@@ -5,7 +5,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MEGAKERNEL_TUNING_FIELDS } from '@qk/ops';
+import { MEGAKERNEL_TUNING_FIELDS } from '@qk/qwen3';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../src/args.js';
 import { MEGAKERNEL_TUNING_HELP, megakernelFlag } from '../src/megakernel-flag.js';

@@ -15,24 +15,8 @@ export {
   cudaSynchronize,
 } from './backend/runtime.js';
 export type { Activation } from './core/activation.js';
-export {
-  checkMegakernelTuning,
-  MEGAKERNEL_TUNING_FIELDS,
-  type MegakernelTuning,
-} from './core/megakernel-tuning.js';
 export type { Int4Weight, Int8Weight } from './core/quant-weight.js';
 export { ropeInvFreq } from './core/rope-freq.js';
-export {
-  MEGAKERNEL_TRACE_STAGES,
-  type MegakernelDims,
-  type MegakernelLayer,
-  type MegakernelPlan,
-  type MegakernelSampling,
-  type MegakernelSpec,
-  type MegakernelTraceSummary,
-  megakernelPlan,
-  Qwen3Megakernel,
-} from './cuda/megakernel.js';
 export {
   ALL_DTYPES,
   bf16BitsToF32,

@@ -82,6 +82,17 @@ describe('@qk/ops installed from its packed tarball', () => {
     expect(readdirSync(join(project, 'node_modules', '@qk'))).toEqual(['ops']);
   });
 
+  it('publishes types that import nothing from the optional @qk/cuda-core, @qk/ops/internal included', () => {
+    const dist = join(project, 'node_modules', '@qk', 'ops', 'dist');
+    const types = readdirSync(dist).filter((f) => /\.d\.c?ts$/.test(f));
+    expect(types).toContain('internal.d.ts');
+    for (const f of types) {
+      // (comments may name the package; code may not)
+      const code = readFileSync(join(dist, f), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+      expect(code, f).not.toContain('@qk/cuda-core');
+    }
+  });
+
   it('runs an op from plain Node ESM, and its result matches hand-computed math', () => {
     writeFileSync(
       join(project, 'use.mjs'),

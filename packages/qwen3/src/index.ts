@@ -66,8 +66,23 @@ export {
   createLayeredEngine,
   DEFAULT_PREFILL_CHUNK,
   type LayeredEngineOptions,
-  megakernelHandoff,
 } from './engine/layered.js';
+export { createMegakernelEngine, megakernelHandoff } from './engine/megakernel/engine.js';
+export {
+  type MegakernelDims,
+  type MegakernelLayer,
+  type MegakernelPlan,
+  type MegakernelSampling,
+  type MegakernelSpec,
+  megakernelPlan,
+  Qwen3Megakernel,
+} from './engine/megakernel/kernel.js';
+export { MEGAKERNEL_TRACE_STAGES, type MegakernelTraceSummary } from './engine/megakernel/trace.js';
+export {
+  checkMegakernelTuning,
+  MEGAKERNEL_TUNING_FIELDS,
+  type MegakernelTuning,
+} from './engine/megakernel/tuning.js';
 export type { AttentionModule, MlpModule, Modules, RmsnormModule, RopeModule } from './engine/modules.js';
 export {
   type Projection,

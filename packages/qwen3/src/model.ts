@@ -6,7 +6,6 @@ import { stat } from 'node:fs/promises';
 import { freemem, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import {
-  checkMegakernelTuning,
   cudaDeviceInfo,
   cudaMemoryStats,
   type FloatDType,
@@ -27,7 +26,8 @@ import {
   type MegakernelEngineOptions,
   megakernelEngineOptions,
 } from './engine/index.js';
-import { sampledInKernel } from './engine/layered.js';
+import { sampledInKernel } from './engine/megakernel/engine.js';
+import { checkMegakernelTuning } from './engine/megakernel/tuning.js';
 import { hasLogitControls } from './engine/sampling.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
 import {

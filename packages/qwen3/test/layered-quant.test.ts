@@ -17,6 +17,7 @@ import { PRESETS } from '../src/config.js';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine } from '../src/engine/index.js';
 import { createLayeredEngine } from '../src/engine/layered.js';
+import { createMegakernelEngine } from '../src/engine/megakernel/engine.js';
 import { loadQwen3, Qwen3Model } from '../src/model.js';
 import {
   loadQuantizedCheckpoint,
@@ -207,9 +208,8 @@ describe.skipIf(!gpu)('layered engine, quantized weights (CUDA)', () => {
     expect(cpu.weightInfo?.projectionBytes).toBe(config.numLayers * perLayer);
     for (const make of [
       () =>
-        createLayeredEngine(config, toCuda(randomWeights(config, 21, 'bf16')), {
+        createMegakernelEngine(config, toCuda(randomWeights(config, 21, 'bf16')), {
           maxContext: 16,
-          megakernel: true,
           quantized: quantized(config, 21, f),
         }),
       () =>

@@ -8,11 +8,6 @@ import * as cudaCore from '@qk/cuda-core';
 import {
   cudaAvailable,
   cudaDeviceInfo,
-  MEGAKERNEL_TRACE_STAGES,
-  MEGAKERNEL_TUNING_FIELDS,
-  type MegakernelTraceSummary,
-  type MegakernelTuning,
-  megakernelPlan,
   QkDisposedError,
   QkValueError,
   sample,
@@ -22,6 +17,9 @@ import {
 import { describe, expect, it } from 'vitest';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { createEngine, stepSeed } from '../src/engine/index.js';
+import { megakernelPlan } from '../src/engine/megakernel/kernel.js';
+import { MEGAKERNEL_TRACE_STAGES, type MegakernelTraceSummary } from '../src/engine/megakernel/trace.js';
+import { MEGAKERNEL_TUNING_FIELDS, type MegakernelTuning } from '../src/engine/megakernel/tuning.js';
 import { pickToken } from '../src/engine/sampling.js';
 import { QkContextError, QkNonFiniteError } from '../src/errors.js';
 import type { Engine, Qwen3Config, SamplingParams } from '../src/types.js';

@@ -2,9 +2,10 @@
  * The megakernel engine's options on their way down, without a GPU: `loadQwen3` checks the tuning object before it
  * reads a weight and names the field at fault, and `megakernelEngineOptions` hands on exactly the megakernel's options.
  */
-import { type MegakernelTuning, QkValueError } from '@qk/ops';
+import { QkValueError } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
 import { megakernelEngineOptions } from '../src/engine/index.js';
+import type { MegakernelTuning } from '../src/engine/megakernel/tuning.js';
 import { loadQwen3 } from '../src/model.js';
 
 describe('megakernel options', () => {

@@ -6,7 +6,6 @@
 import { createRequire } from 'node:module';
 import type * as CudaCore from '@qk/cuda-core';
 import type { Binding, DTypeCode } from '@qk/cuda-core';
-import { bindingMismatch } from '../core/binding-contract.js';
 import type { DType } from '../dtype.js';
 import { QkCudaError, QkDeviceError, QkOutOfMemoryError } from '../errors.js';
 
@@ -16,7 +15,7 @@ import { QkCudaError, QkDeviceError, QkOutOfMemoryError } from '../errors.js';
  */
 export type BindingCodes = Pick<
   typeof CudaCore,
-  'DTypeCode' | 'UnaryOp' | 'BinaryOp' | 'Broadcast' | 'ActivationCode' | 'GluCode' | 'MegakernelErrorCode'
+  'DTypeCode' | 'UnaryOp' | 'BinaryOp' | 'Broadcast' | 'ActivationCode' | 'GluCode'
 >;
 
 const CODE_TABLES = [
@@ -26,7 +25,6 @@ const CODE_TABLES = [
   'Broadcast',
   'ActivationCode',
   'GluCode',
-  'MegakernelErrorCode',
 ] as const satisfies readonly (keyof BindingCodes)[];
 
 type CudaCoreModule = Pick<typeof CudaCore, 'loadBinding'> & BindingCodes;
@@ -81,11 +79,6 @@ function load(): Binding {
     unavailable = `device "cuda" is unavailable: ${e instanceof Error ? e.message.replace(/^the CUDA backend is unavailable: /, '') : String(e)}.`;
     throw new QkDeviceError(unavailable);
   }
-  const mismatch = bindingMismatch(loaded);
-  if (mismatch !== undefined) {
-    unavailable = `device "cuda" is unavailable: ${mismatch}.`;
-    throw new QkDeviceError(unavailable);
-  }
   codes = mod;
   binding = loaded;
   return binding;
@@ -117,7 +110,7 @@ export function cudaAvailable(): boolean {
 }
 
 /**
- * The binding's code tables (op codes, dtype codes, megakernel error codes) for `op`; throws `QkDeviceError`
+ * The binding's code tables (op codes, dtype codes) for `op`; throws `QkDeviceError`
  * (naming the op) when the GPU backend is unavailable.
  */
 export function bindingCodes(op: string): BindingCodes {

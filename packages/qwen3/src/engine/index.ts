@@ -7,7 +7,6 @@ import {
   cudaDeviceInfo,
   cudaStatus,
   type FloatDType,
-  megakernelPlan,
   QkDeviceError,
   QkValueError,
 } from '@qk/ops';
@@ -15,12 +14,15 @@ import type { QuantizedLayer, WeightFormat } from '../quant/quantize.js';
 import type { Engine, EngineName, Qwen3Config, Qwen3Weights } from '../types.js';
 import { createCpuEngine } from './cpu.js';
 import { createLayeredEngine } from './layered.js';
-import type { MegakernelEngineOptions } from './megakernel-options.js';
+import { megakernelAddonMismatch } from './megakernel/addon.js';
+import { createMegakernelEngine } from './megakernel/engine.js';
+import { megakernelPlan } from './megakernel/kernel.js';
+import type { MegakernelEngineOptions } from './megakernel/options.js';
 import { MEGAKERNEL_FLOAT_ONLY } from './projections.js';
 
 export { checkWeightsMatchConfig, stepSeed } from './common.js';
 export { type CpuEngineOptions, createCpuEngine } from './cpu.js';
-export { type MegakernelEngineOptions, megakernelEngineOptions } from './megakernel-options.js';
+export { type MegakernelEngineOptions, megakernelEngineOptions } from './megakernel/options.js';
 
 /** Options of {@link createEngine}. */
 export interface EngineOptions extends MegakernelEngineOptions {
@@ -80,10 +82,13 @@ export function isEngineName(name: unknown): name is EngineName {
 /**
  * Why the megakernel cannot decode `config` in `dtype` on this GPU, or null when it can: it needs a Hopper-class
  * GPU (compute capability 9.0 or newer: its weight stream uses TMA bulk copies), bf16 weights, and a dense Qwen3
- * shape it serves (head size 128, at most 4 query heads per KV head, at most 40 layers: 0.6B to 8B).
+ * shape it serves (head size 128, at most 4 query heads per KV head, at most 40 layers: 0.6B to 8B), from an addon
+ * built from this package's sources (megakernel/addon.ts).
  */
 export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): string | null {
   if (!cudaAvailable()) return 'no usable GPU';
+  const addon = megakernelAddonMismatch('megakernelUnsupported');
+  if (addon !== undefined) return addon;
   const { major, minor } = cudaDeviceInfo().computeCapability;
   if (major < 9) return `the GPU has compute capability ${major}.${minor}; the megakernel needs 9.0 or newer`;
   if (dtype !== 'bf16') return `it runs bf16 weights, not ${dtype}`;
@@ -188,7 +193,7 @@ export function createEngine(
           ? {}
           : { weights: options.quantized[0]?.q.bits === 4 ? ('int4' as const) : ('int8' as const) }),
       });
-      return createLayeredEngine(config, weights, { ...options, megakernel: true });
+      return createMegakernelEngine(config, weights, options);
     default:
       checkEngineAvailable(name);
       throw new QkValueError('createEngine', 'engine', `unknown engine ${JSON.stringify(name)}.`);

@@ -3,7 +3,7 @@
  * nanosecond of their differences, which doubles of the stamps themselves (multiples of 256 there) lose.
  */
 import { describe, expect, it } from 'vitest';
-import { traceStampsNs } from '../src/cuda/megakernel.js';
+import { traceStampsNs } from '../src/engine/megakernel/trace.js';
 
 describe('traceStampsNs', () => {
   it('keeps single nanoseconds between stamps of about 1.8e18', () => {

@@ -1,8 +1,9 @@
 /**
- * The `megakernel` engine's own options, written once: the layered engine (which runs the megakernel when asked),
- * `createEngine` and `loadQwen3` all take them.
+ * The `megakernel` engine's own options, written once: `createMegakernelEngine`, `createEngine` and `loadQwen3` all
+ * take them.
  */
-import type { MegakernelTraceSummary, MegakernelTuning } from '@qk/ops';
+import type { MegakernelTraceSummary } from './trace.js';
+import type { MegakernelTuning } from './tuning.js';
 
 /**
  * How the megakernel engine launches, where it hands decoding to the layered graph, and the kernel's tuning knobs
@@ -34,7 +35,7 @@ export interface MegakernelEngineOptions {
   readonly megakernelScreen?: boolean;
   /**
    * The kernel's tuning knobs, for measuring variants (default `{}`: the production kernel, whose defaults are the
-   * measured best). `MegakernelTuning` of `@qk/ops` documents each field, its default and range; a wrong field
+   * measured best). `MegakernelTuning` documents each field, its default and range; a wrong field
    * throws `QkValueError` naming it when the engine is made.
    */
   readonly megakernelTuning?: MegakernelTuning;

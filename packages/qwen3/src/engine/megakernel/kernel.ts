@@ -1,14 +1,11 @@
 /**
  * The Qwen3 decode megakernel from TypeScript: one persistent CUDA kernel per batch-1 decode step of a dense Qwen3
  * model (embedding row, every layer, final norm, LM head, argmax), reading the weights and the KV cache that the
- * caller owns. A model package builds one over its layered weights; prefill stays with the layered kernels, and
- * both share the cache. bf16 only, head size 128, up to 4 query heads per KV head (Qwen3-0.6B to 8B).
+ * caller owns. The megakernel engine builds one over the layered engine's weights; prefill stays with the layered
+ * kernels, and both share the cache. bf16 only, head size 128, up to 4 query heads per KV head (Qwen3-0.6B to 8B).
+ * It reaches its native functions through the binding `@qk/ops` loads (addon.ts).
  */
 import type { MegakernelPlan as BindingMegakernelPlan, MegakernelErrorCode } from '@qk/cuda-core';
-import { bindingCodes, cudaBinding, nativeCall } from '../backend/cuda.js';
-import { checkShape } from '../check.js';
-import { MEGAKERNEL_LIMITS } from '../core/binding-contract.js';
-import { checkMegakernelTuning, type MegakernelTuning } from '../core/megakernel-tuning.js';
 import {
   QkCudaError,
   QkDeviceError,
@@ -16,10 +13,12 @@ import {
   QkDtypeError,
   QkOutOfMemoryError,
   QkValueError,
-} from '../errors.js';
-import { Tensor } from '../tensor.js';
-import { dtypeCode, ptr } from './common.js';
-import { cudaInvFreq } from './elementwise.js';
+  Tensor,
+} from '@qk/ops';
+import { checkShape, cudaInvFreq, nativeCall, deviceAddress as ptr } from '@qk/ops/internal';
+import { MEGAKERNEL_LIMITS, megakernelBinding, megakernelCodes } from './addon.js';
+import { MegakernelTraceStats, type MegakernelTraceSummary, traceEvents } from './trace.js';
+import { checkMegakernelTuning, type MegakernelTuning } from './tuning.js';
 
 const HEAD_DIM = MEGAKERNEL_LIMITS.headDim;
 
@@ -36,7 +35,7 @@ export interface MegakernelDims {
 
 /**
  * How the megakernel launches for some sizes on this GPU (one persistent block per SM), or why it cannot: the addon's
- * answer, `MegakernelPlan` of @qk/cuda-core, read-only. (Restated here because the published types of `@qk/ops` may
+ * answer, `MegakernelPlan` of @qk/cuda-core, read-only. (Restated here because the published types of `@qk/qwen3` may
  * not import the optional addon's; {@link PlanIsTheBindings} makes the compiler hold the two to one shape.)
  */
 export type MegakernelPlan =
@@ -131,59 +130,6 @@ export interface MegakernelSpec extends MegakernelDims {
 }
 
 /**
- * A trace's raw stamps (`%globaltimer` nanoseconds, about 1.8e18; 0: no stamp) as nanoseconds after the earliest
- * stamp, NaN where there is none. The differences are taken as BigInts: as doubles, the stamps themselves would keep
- * only multiples of 256 ns.
- */
-export function traceStampsNs(stamps: BigUint64Array): Float64Array {
-  let base = 0n;
-  for (const at of stamps) if (at !== 0n && (base === 0n || at < base)) base = at;
-  const out = new Float64Array(stamps.length);
-  for (let i = 0; i < stamps.length; i++) {
-    const at = stamps[i]!;
-    out[i] = at === 0n ? Number.NaN : Number(at - base);
-  }
-  return out;
-}
-
-/** Stage names of the trace stamps of a layer (each stamp closes the stage named here). */
-export const MEGAKERNEL_TRACE_STAGES = [
-  'layer start (after the previous layer)',
-  'QKV input (wait for the residual, RMSNorm)',
-  'QKV first tile (wait for the weights)',
-  'QKV GEMV',
-  'attention: issue weight and cache loads',
-  'attention: wait for q/k/v',
-  'attention: QK-norm + RoPE, KV append',
-  'attention: attend (and merge)',
-  'O input (wait for attention)',
-  'O first tile',
-  'O GEMV + residual',
-  'gate/up input (wait for the residual, RMSNorm)',
-  'gate/up first tile',
-  'gate/up GEMV + SwiGLU',
-  'down input (wait for SwiGLU)',
-  'down first tile',
-  'down GEMV + residual',
-] as const;
-
-/** Trace stamps per layer: one per stage name (the addon's count is checked against this one when it loads). */
-const TRACE_PER_LAYER: typeof MEGAKERNEL_LIMITS.traceEventsPerLayer = MEGAKERNEL_TRACE_STAGES.length;
-
-/** Mean microseconds per step spent in each stage, summed over layers: mean over blocks and the slowest block. */
-export interface MegakernelTraceSummary {
-  readonly steps: number;
-  readonly stages: readonly { readonly stage: string; readonly meanUs: number; readonly maxUs: number }[];
-  /** First stamp of any block to the argmax, mean per step. */
-  readonly stepUs: number;
-  /**
-   * One step's raw stamps (the 17th traced, or the last if fewer), µs after that step's first stamp: [block][event],
-   * −1 where a block has no stamp. For critical-path analysis: when the last block reached each event.
-   */
-  readonly sampleStep?: readonly (readonly number[])[];
-}
-
-/**
  * How the steps of a launch draw their tokens, by {@link sample}'s rule over the ids below the vocabulary limit
  * (top-k at most {@link Qwen3Megakernel.MAX_TOP_K}; a larger top-k, or none, is not served in the kernel).
  */
@@ -212,7 +158,7 @@ const ERRORS: Readonly<Record<Exclude<keyof typeof MegakernelErrorCode, 'none'>,
 
 /** The sentence for an error code a step left, by its name in the binding's table. */
 function describeError(op: string, code: number): string {
-  const table = bindingCodes(op).MegakernelErrorCode;
+  const table = megakernelCodes(op).MegakernelErrorCode;
   const name = (Object.keys(table) as (keyof typeof table)[]).find((k) => table[k] === code);
   return name === undefined || name === 'none' ? `error code ${code}` : ERRORS[name];
 }
@@ -227,7 +173,7 @@ function describeError(op: string, code: number): string {
 export function megakernelPlan(dims: MegakernelDims, tuning?: MegakernelTuning): MegakernelPlan {
   const op = 'megakernelPlan';
   const checked = checkMegakernelTuning(op, tuning, 'tuning');
-  const b = cudaBinding(op);
+  const b = megakernelBinding(op);
   return nativeCall(op, () =>
     b.megakernelPlan(dims.hidden, dims.qHeads, dims.kvHeads, dims.ffn, dims.layers, dims.vocab, checked),
   );
@@ -287,18 +233,12 @@ export class Qwen3Megakernel {
   /** The last launch: its first position and its steps (null before the first, or after a failure). */
   #launched: { position: number; steps: number } | null = null;
   readonly #trace: Tensor<'u8'> | null;
-  readonly #traceLayers: number;
-  /**
-   * Per stage (TRACE_PER_LAYER per layer + LM input, LM head, argmax): sums over steps of the mean and max over
-   * blocks (ns).
-   */
-  #traceSums: { mean: Float64Array; max: Float64Array; step: number; steps: number } | null = null;
-  #traceSample: number[][] | null = null;
+  readonly #traceStats: MegakernelTraceStats | null;
 
   constructor(spec: MegakernelSpec) {
     const op = 'Qwen3Megakernel';
     const tuning = checkMegakernelTuning(op, spec.tuning, 'spec.tuning');
-    const b = cudaBinding(op);
+    const b = megakernelBinding(op);
     const plan = megakernelPlan(spec, tuning);
     if (!plan.supported) {
       throw new QkValueError(op, 'spec', `these sizes are not served by the megakernel: ${plan.reason}.`);
@@ -370,16 +310,14 @@ export class Qwen3Megakernel {
     this.#result = Tensor.empty([2], 'i32', 'cuda');
     this.logits = Tensor.empty([1, vocab], 'bf16', 'cuda');
     this.#workspace = Tensor.empty([plan.workspaceBytes], 'u8', 'cuda');
-    this.#traceLayers = layers;
-    this.#trace = spec.trace
-      ? Tensor.zeros([plan.grid * (layers * TRACE_PER_LAYER + 3) * 8], 'u8').to('cuda')
-      : null;
+    this.#trace = spec.trace ? Tensor.zeros([plan.grid * traceEvents(layers) * 8], 'u8').to('cuda') : null;
+    this.#traceStats = spec.trace ? new MegakernelTraceStats(layers, plan.grid) : null;
     this.#maxContext = maxContext;
     this.#vocab = vocab;
     try {
       this.#handle = nativeCall(op, () =>
         b.megakernelCreate(
-          dtypeCode('bf16'),
+          megakernelCodes(op).DTypeCode.bf16,
           hidden,
           qHeads,
           kvHeads,
@@ -429,7 +367,7 @@ export class Qwen3Megakernel {
     const h = this.#handle!;
     let attached = false;
     try {
-      attached = nativeCall(op, () => cudaBinding(op).megakernelScreen(h, ptr(screen)));
+      attached = nativeCall(op, () => megakernelBinding(op).megakernelScreen(h, ptr(screen)));
     } finally {
       if (!attached) screen.dispose(); // (an instance that claims its tiles runs unscreened)
     }
@@ -509,8 +447,17 @@ export class Qwen3Megakernel {
     this.#launched = null;
     nativeCall(op, () =>
       sampling === undefined
-        ? cudaBinding(op).megakernelLaunch(h, steps, 0, 1, 1, undefined, position, options?.logits !== true)
-        : cudaBinding(op).megakernelLaunch(
+        ? megakernelBinding(op).megakernelLaunch(
+            h,
+            steps,
+            0,
+            1,
+            1,
+            undefined,
+            position,
+            options?.logits !== true,
+          )
+        : megakernelBinding(op).megakernelLaunch(
             h,
             steps,
             sampling.topK,
@@ -539,12 +486,12 @@ export class Qwen3Megakernel {
     if (!Number.isSafeInteger(index) || index < 0 || index >= launched.steps) {
       throw new QkValueError(op, 'index', `must be an integer in [0, ${launched.steps}), got ${index}.`);
     }
-    const got = nativeCall(op, () => cudaBinding(op).megakernelToken(h, index));
+    const got = nativeCall(op, () => megakernelBinding(op).megakernelToken(h, index));
     if (got < 0) {
       this.#expected = null;
       this.#launched = null;
-      nativeCall(op, () => cudaBinding(op).megakernelReset(h));
-      if (-got === bindingCodes(op).MegakernelErrorCode.nonFinite) {
+      nativeCall(op, () => megakernelBinding(op).megakernelReset(h));
+      if (-got === megakernelCodes(op).MegakernelErrorCode.nonFinite) {
         throw new QkValueError(
           op,
           'logits',
@@ -555,7 +502,10 @@ export class Qwen3Megakernel {
     }
     if (index === launched.steps - 1) {
       this.#expected = { token: got, position: launched.position + launched.steps };
-      if (this.#trace !== null) this.#accumulateTrace();
+      if (this.#trace !== null) {
+        const raw = this.#trace.to('cpu').data as Uint8Array;
+        this.#traceStats!.add(new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8));
+      }
     }
     return got;
   }
@@ -566,90 +516,9 @@ export class Qwen3Megakernel {
     return this.token(launched === null ? 0 : launched.steps - 1);
   }
 
-  #accumulateTrace(): void {
-    const raw = this.#trace!.to('cpu').data as Uint8Array;
-    const stamps = new BigUint64Array(raw.buffer, raw.byteOffset, raw.byteLength / 8);
-    const events = this.#traceLayers * TRACE_PER_LAYER + 3;
-    const grid = this.plan.grid;
-    const rel = traceStampsNs(stamps);
-    const sums = (this.#traceSums ??= {
-      mean: new Float64Array(events),
-      max: new Float64Array(events),
-      step: 0,
-      steps: 0,
-    });
-    let first = Number.POSITIVE_INFINITY;
-    let last = 0;
-    for (let e = 0; e < events; e++) {
-      let total = 0;
-      let most = 0;
-      let counted = 0;
-      for (let blk = 0; blk < grid; blk++) {
-        const at = stamps[blk * events + e]!;
-        if (at === 0n) continue; // the argmax stamp: the last block only
-        const t = rel[blk * events + e]!;
-        // The argmax stamp of a block that was last in an earlier step but not in this one is stale: older than
-        // the block's previous stamp of this step.
-        const prev = e === 0 ? t : rel[blk * events + e - 1]!;
-        if (t < prev || Number.isNaN(prev)) continue; // (NaN: no stamp before this one)
-        first = Math.min(first, t);
-        last = Math.max(last, t);
-        if (e === 0) continue;
-        total += t - prev;
-        most = Math.max(most, t - prev);
-        counted++;
-      }
-      if (counted > 0) {
-        sums.mean[e]! += total / counted;
-        sums.max[e]! += most;
-      }
-    }
-    sums.step += last - first;
-    sums.steps++;
-    if (sums.steps <= 17) {
-      this.#traceSample = [];
-      for (let blk = 0; blk < grid; blk++) {
-        const row: number[] = [];
-        for (let e = 0; e < events; e++) {
-          const at = stamps[blk * events + e]!;
-          const t = rel[blk * events + e]!;
-          row.push(at === 0n || t < first ? -1 : Math.round((t - first) / 10) / 100);
-        }
-        this.#traceSample.push(row);
-      }
-    }
-  }
-
   /** The aggregated stage timings of the steps so far (only with `trace`), or null. */
   traceSummary(): MegakernelTraceSummary | null {
-    const s = this.#traceSums;
-    if (s === null) return null;
-    const names = [
-      ...MEGAKERNEL_TRACE_STAGES,
-      'LM-head input (final RMSNorm)',
-      'LM head GEMV',
-      'argmax (last block)',
-    ];
-    const mean = new Float64Array(names.length);
-    const max = new Float64Array(names.length);
-    for (let e = 1; e < s.mean.length; e++) {
-      const k =
-        e >= this.#traceLayers * TRACE_PER_LAYER
-          ? TRACE_PER_LAYER + (e - this.#traceLayers * TRACE_PER_LAYER)
-          : e % TRACE_PER_LAYER;
-      mean[k]! += s.mean[e]!;
-      max[k]! += s.max[e]!;
-    }
-    return {
-      steps: s.steps,
-      stages: names.map((stage, k) => ({
-        stage,
-        meanUs: mean[k]! / s.steps / 1000,
-        maxUs: max[k]! / s.steps / 1000,
-      })),
-      stepUs: s.step / s.steps / 1000,
-      ...(this.#traceSample === null ? {} : { sampleStep: this.#traceSample }),
-    };
+    return this.#traceStats?.summary() ?? null;
   }
 
   get disposed(): boolean {
@@ -662,7 +531,7 @@ export class Qwen3Megakernel {
     this.#handle = null;
     try {
       nativeCall('Qwen3Megakernel.dispose', () =>
-        cudaBinding('Qwen3Megakernel.dispose').megakernelDestroy(h),
+        megakernelBinding('Qwen3Megakernel.dispose').megakernelDestroy(h),
       );
     } finally {
       for (const t of [this.#state, this.#result, this.logits, this.#workspace, this.#trace, this.#screen])

@@ -1,13 +1,13 @@
 /**
  * The megakernel's tuning object without a GPU: `checkMegakernelTuning` refuses unknown fields, wrong types and
- * out-of-range values with a `QkValueError` naming the field, and the backend's contract check refuses an addon whose
- * table of fields differs from the one @qk/ops checks with.
+ * out-of-range values with a `QkValueError` naming the field, and the megakernel's addon contract check refuses an
+ * addon whose table of fields differs from the one @qk/qwen3 checks with.
  */
 import type { Binding } from '@qk/cuda-core';
+import { QkValueError } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
-import { bindingMismatch, MEGAKERNEL_LIMITS } from '../src/core/binding-contract.js';
-import { checkMegakernelTuning, MEGAKERNEL_TUNING_FIELDS } from '../src/core/megakernel-tuning.js';
-import { QkValueError } from '../src/errors.js';
+import { bindingMismatch, MEGAKERNEL_LIMITS } from '../src/engine/megakernel/addon.js';
+import { checkMegakernelTuning, MEGAKERNEL_TUNING_FIELDS } from '../src/engine/megakernel/tuning.js';
 
 /** The QkValueError `fn` throws (or a failure). */
 function valueError(fn: () => unknown): QkValueError {
@@ -110,7 +110,7 @@ describe('the addon contract for the tuning fields', () => {
   const addon = (fields: unknown) =>
     ({ megakernelLimits: MEGAKERNEL_LIMITS, megakernelTuningFields: fields }) as unknown as Binding;
 
-  it('accepts an addon whose table is the one @qk/ops checks with', () => {
+  it('accepts an addon whose table is the one @qk/qwen3 checks with', () => {
     expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS)))).toBeUndefined();
   });
 
@@ -127,10 +127,12 @@ describe('the addon contract for the tuning fields', () => {
     delete theirs.timeoutMs;
     theirs.prefetchLm = { kind: 'boolean' };
     const why = bindingMismatch(addon(theirs));
-    expect(why).toContain('inflight: an integer in [0, 8] in the addon, an integer in [0, 1024] in @qk/ops');
-    expect(why).toContain('claimTiles: an integer in [0, 1] in the addon, boolean in @qk/ops');
+    expect(why).toContain(
+      'inflight: an integer in [0, 8] in the addon, an integer in [0, 1024] in @qk/qwen3',
+    );
+    expect(why).toContain('claimTiles: an integer in [0, 1] in the addon, boolean in @qk/qwen3');
     expect(why).toContain('timeoutMs: absent in the addon');
-    expect(why).toContain('prefetchLm: boolean in the addon, absent in @qk/ops');
+    expect(why).toContain('prefetchLm: boolean in the addon, absent in @qk/qwen3');
     expect(why).not.toContain('slotKb');
   });
 });

@@ -6,7 +6,7 @@
  * an H100 unless said.
  */
 import type { MegakernelTuningArgs, MegakernelTuningField } from '@qk/cuda-core';
-import { QkValueError } from '../errors.js';
+import { QkValueError } from '@qk/ops';
 
 /** The megakernel's tuning knobs (see the module header): every field optional, absent = the default. */
 export interface MegakernelTuning {
@@ -135,8 +135,8 @@ type Agree<A, B> = [keyof A, keyof B] extends [keyof B, keyof A]
 type TuningIsTheBindings<T extends true = Agree<MegakernelTuning, MegakernelTuningArgs>> = T;
 
 /**
- * Each field's kind and range as this `@qk/ops` was written for them: the checks below, and what the backend compares
- * with the addon's `megakernelTuningFields` when it loads the addon (core/binding-contract.ts).
+ * Each field's kind and range as this `@qk/qwen3` was written for them: the checks below, and what the megakernel
+ * compares with the addon's `megakernelTuningFields` when it first reaches the addon (addon.ts).
  */
 export const MEGAKERNEL_TUNING_FIELDS = {
   slotKb: { kind: 'integer', min: 0, max: 227 },

@@ -1,0 +1,347 @@
+/**
+ * The {@link Engine} both GPU engines present, over the layered kernels (layered-stack.ts) and, for the megakernel
+ * engine, a {@link KernelDecoder} that runs the decode steps up to its hand-off position: prompts, logits, token
+ * choice (greedy and sampled, with or without the sampling controls), the piecewise steps a generation awaits
+ * between, and the decode steps queued ahead of the caller (decode-queue.ts).
+ */
+import {
+  cudaSynchronize,
+  type FloatDType,
+  QkDisposedError,
+  QkValueError,
+  sample,
+  type Tensor,
+} from '@qk/ops';
+import type { PiecewiseEngine } from '../generation/generation.js';
+import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams, StepControls } from '../types.js';
+import { checkForwardArgs, checkSampling, checkStepControls, stepSeed } from './common.js';
+import { type DecodeLane, DecodeQueue } from './decode-queue.js';
+import { DeviceSampler } from './device-sampling.js';
+import { itemOf, type LayeredStack } from './layered-stack.js';
+import { listVariants } from './modules.js';
+import { isNonFiniteLogitsError, nonFiniteError } from './nonfinite.js';
+import { refuseControlsInNext } from './sampling.js';
+
+type T = Tensor<FloatDType>;
+
+/**
+ * The logits of a forward pass's last token, queued, not waited for: the step's buffer, or a new tensor (`owned`).
+ * `settled()` throws if a kernel decoder's step failed on the device, and must be called once whatever was read from
+ * the logits has been copied back (work queued after the step, such as sampling, then overlaps it instead of
+ * waiting for it on the host).
+ */
+export interface Forwarded {
+  readonly logits: T;
+  readonly owned: boolean;
+  readonly greedy: () => number;
+  readonly settled: () => void;
+}
+
+/** Decode steps that run in one kernel of their own (the megakernel) instead of the layered graph, up to a position. */
+export interface KernelDecoder {
+  readonly name: EngineName;
+  /** See {@link Engine.lmScreen}. */
+  readonly lmScreen: boolean;
+  /** Whether the decode step at `position` runs here (else in the layered graph). */
+  covers(position: number): boolean;
+  /** The decode queue's lane for the positions this decoder covers. */
+  readonly lane: DecodeLane;
+  /** One decode step of `id` at `position` that writes its full logits row. */
+  step(id: number, position: number): Forwarded;
+  /** Whether the queued steps can draw by `sampling` in the kernel (else a sampled step runs as one {@link step}). */
+  draws(sampling: SamplingParams): boolean;
+  /** Frees the decoder; returns what to run once the engine has freed everything else, if anything. */
+  dispose(): (() => void) | undefined;
+}
+
+/**
+ * The engine over `stack` (which it owns from here on), decoding in `decoder` where it covers the position and in the
+ * layered graph elsewhere. Errors name `op`. Without a decoder, its modules can be patched.
+ */
+export function createGpuEngine(
+  op: string,
+  stack: LayeredStack,
+  decoder: KernelDecoder | null,
+): Engine & PiecewiseEngine {
+  const { config, maxContext, prefillChunk, vocabLimit } = stack;
+  const { vocabSize } = config;
+  /** Device state of the sampling controls, made on the first step that asks for any. */
+  let sampler: DeviceSampler | null = null;
+  const queue = new DecodeQueue(maxContext, (position) =>
+    decoder?.covers(position) ? decoder.lane : stack.decodeLane,
+  );
+  let filled = 0;
+  let disposed = false;
+
+  const live = (what: string) => {
+    if (disposed) throw new QkDisposedError(`${op}.${what}`);
+  };
+
+  /**
+   * `pick()`'s result for generation step `stepIndex`, or {@link QkNonFiniteError} where that step's logits were
+   * refused as non-finite: a token id (`id(result)`) of −1 from the checked argmax / sampling kernels, or @qk/ops
+   * refusing them (`sample`), or the megakernel. See nonfinite.ts.
+   */
+  function finiteToken<R>(stepIndex: number, pick: () => R, id: (r: R) => number): R {
+    let r: R;
+    try {
+      r = pick();
+    } catch (e) {
+      if (isNonFiniteLogitsError(e)) throw nonFiniteError(stepIndex, stack.namedWeights());
+      throw e;
+    }
+    if (id(r) < 0) throw nonFiniteError(stepIndex, stack.namedWeights());
+    return r;
+  }
+
+  /** Runs `ids` at `start…`; returns the logits of the last one (see {@link Forwarded}). */
+  function forward(ids: readonly number[], start: number): Forwarded {
+    checkForwardArgs(op, config, maxContext, filled, ids, start);
+    queue.clear(); // a step launched ahead is superseded: this one runs after it on the stream
+    if (ids.length === 1 && decoder !== null && decoder.covers(start)) {
+      const r = decoder.step(ids[0]!, start);
+      filled = start + 1;
+      return r;
+    }
+    const settled = () => {};
+    if (ids.length === 1) {
+      const b = stack.decode(ids[0]!, start);
+      filled = start + 1;
+      return { logits: b.logits, owned: false, greedy: () => b.next.item(), settled };
+    }
+    const logits = stack.prefill(ids, start);
+    filled = start + ids.length;
+    return {
+      logits,
+      owned: true,
+      greedy: () => stack.greedyToken(logits),
+      settled,
+    };
+  }
+
+  /**
+   * Decode of `id` at `position` through the {@link DecodeQueue}, greedy, or (`drawn`) drawn by `sampling` in the
+   * kernel decoder: its token, −1 where its logits were refused.
+   */
+  function nextQueuedDecode(
+    id: number,
+    position: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+    drawn: boolean,
+  ): number {
+    checkForwardArgs(op, config, maxContext, filled, [id], position);
+    const draw = drawn ? { sampling, step: stepIndex } : null;
+    const token = queue.next(id, position, draw, stepIndex, sampling.lastStep);
+    filled = position + 1;
+    return token;
+  }
+
+  /**
+   * The piecewise steps ({@link PiecewiseEngine}): a prompt longer than `prefillChunk` prefills all its chunks but
+   * the last with `between()` awaited after each, then runs the last one as `step` does, so an abort (Ctrl-C) is
+   * seen within one chunk of GPU work (issue #51: stop within 1 s). Each chunk is waited for before `between()`:
+   * otherwise the host would queue the whole prompt at once and only then see the abort, with the GPU still busy
+   * for the full prefill. `filled` grows chunk by chunk, so an abort leaves the engine consistent (the rows before
+   * it are valid; PrefixCache only records a prefill once it returns). Shorter steps (decode) run as `step` does.
+   */
+  async function piecewise<R>(
+    ids: readonly number[],
+    start: number,
+    between: () => Promise<void>,
+    step: (ids: readonly number[], start: number) => R,
+  ): Promise<R> {
+    checkForwardArgs(op, config, maxContext, filled, ids, start); // a prompt that cannot fit runs no chunk
+    const last = Math.floor((ids.length - 1) / prefillChunk) * prefillChunk;
+    for (let c = 0; c < last; c += prefillChunk) {
+      const chunk = ids.slice(c, c + prefillChunk);
+      checkForwardArgs(op, config, maxContext, filled, chunk, start + c);
+      queue.clear(); // as in forward(): this pass overwrites what queued steps wrote
+      stack.prefillPart(chunk, start + c, ids.length);
+      cudaSynchronize();
+      filled = start + c + chunk.length;
+      await between();
+      live('nextAsync'); // disposed while it waited: stop here
+    }
+    return step(ids.slice(last), start + last);
+  }
+
+  function invalidateGraph(): void {
+    queue.clear();
+    stack.releaseGraphs();
+  }
+
+  const patchable: Pick<Engine, 'variants' | 'patch'> = {
+    variants: () => listVariants(),
+    patch(spec: PatchSpec) {
+      live('patch');
+      const restore = stack.patch(spec);
+      queue.clear();
+      return () => {
+        if (disposed) return;
+        restore();
+        queue.clear();
+      };
+    },
+  };
+  const engine: Engine & PiecewiseEngine = {
+    name: decoder?.name ?? 'layered',
+    ...(decoder === null ? {} : { lmScreen: decoder.lmScreen }),
+    weightInfo: stack.weightInfo,
+    config,
+    dtype: stack.dtype,
+    maxContext,
+    logits(ids, start) {
+      live('logits');
+      const r = forward(ids, start);
+      const f32 = r.logits.to('f32');
+      try {
+        const data = f32.to('cpu').data as Float32Array;
+        try {
+          r.settled();
+        } catch (e) {
+          // The megakernel's argmax refused them: the caller asked for the logits and sees their NaN/Inf itself.
+          if (!isNonFiniteLogitsError(e)) throw e;
+        }
+        return data;
+      } finally {
+        if (f32 !== r.logits) f32.dispose();
+        if (r.owned) r.logits.dispose();
+      }
+    },
+    next(ids, start, sampling: SamplingParams, stepIndex) {
+      live('next');
+      checkSampling(op, sampling);
+      refuseControlsInNext(op, sampling);
+      return finiteToken(
+        stepIndex,
+        () => nextToken(ids, start, sampling, stepIndex),
+        (t) => t,
+      );
+    },
+    /**
+     * A step with the sampling controls (penalties, bias, min-p, a constraint's mask, log-probabilities), applied on
+     * the GPU by {@link DeviceSampler} to the step's logits row. The layered graph computes that row anyway. The
+     * megakernel samples inside its persistent kernel, which knows none of the controls, so such a step runs as one
+     * megakernel step per launch that writes its full logits row (no int8 LM-head screen, no steps queued ahead),
+     * and the sampling kernels run after it on the same stream. The controls thus cost the multi-step launch, the
+     * screen (it saves about half the LM head's bytes, ~0.15 of the ~1.19 GB a Qwen3-0.6B step reads), the controls
+     * and sampling kernels and one host round trip per token; generations without controls never take this path.
+     */
+    choose(ids, start, sampling: SamplingParams, stepIndex, controls) {
+      live('choose');
+      checkSampling(op, sampling);
+      checkStepControls(op, controls);
+      if (!Number.isSafeInteger(stepIndex) || stepIndex < 0) {
+        throw new QkValueError(op, 'step', `must be a non-negative integer, got ${stepIndex}.`);
+      }
+      return finiteToken(
+        stepIndex,
+        () => chooseToken(ids, start, sampling, stepIndex, controls),
+        (t) => t.id,
+      );
+    },
+    nextAsync(ids, start, sampling: SamplingParams, stepIndex, between) {
+      live('nextAsync');
+      checkSampling(op, sampling);
+      return piecewise(ids, start, between, (rest, at) => engine.next(rest, at, sampling, stepIndex));
+    },
+    chooseAsync(ids, start, sampling: SamplingParams, stepIndex, controls, between) {
+      live('chooseAsync');
+      checkSampling(op, sampling);
+      checkStepControls(op, controls);
+      return piecewise(ids, start, between, (rest, at) =>
+        engine.choose!(rest, at, sampling, stepIndex, controls),
+      );
+    },
+    // A kernel decoder's step is one fixed kernel: nothing to swap.
+    ...(decoder === null ? patchable : {}),
+    dispose() {
+      if (disposed) return;
+      disposed = true;
+      invalidateGraph();
+      const after = decoder?.dispose();
+      sampler?.dispose();
+      stack.dispose();
+      // (after everything is freed: a callback that throws leaks nothing)
+      after?.();
+    },
+  };
+  return engine;
+
+  /** The token of {@link Engine.next}: −1 where the logits were refused (see {@link finiteToken}). */
+  function nextToken(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+  ): number {
+    if (ids.length === 1 && sampling.temperature === 0) {
+      return nextQueuedDecode(ids[0]!, start, sampling, stepIndex, false);
+    }
+    if (ids.length === 1 && decoder !== null && decoder.covers(start) && decoder.draws(sampling)) {
+      return nextQueuedDecode(ids[0]!, start, sampling, stepIndex, true);
+    }
+    const r = forward(ids, start);
+    const views: Tensor[] = [];
+    try {
+      if (sampling.temperature === 0) return r.greedy();
+      const flat = r.logits.reshape([vocabSize]);
+      const row = flat.slice(0, vocabLimit);
+      views.push(flat, row);
+      return settledAfter(r, () =>
+        itemOf(
+          sample(row, {
+            temperature: sampling.temperature,
+            topK: sampling.topK,
+            topP: sampling.topP,
+            seed: stepSeed(sampling.seed, stepIndex),
+          }),
+        ),
+      );
+    } finally {
+      for (const v of views) v.dispose();
+      if (r.owned) r.logits.dispose();
+    }
+  }
+
+  /** The token of {@link Engine.choose}, by the controls (see {@link finiteToken}). */
+  function chooseToken(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+    controls: StepControls,
+  ): SampledToken {
+    const r = forward(ids, start);
+    const views: Tensor[] = [];
+    try {
+      sampler ??= new DeviceSampler(vocabLimit);
+      const flat = r.logits.reshape([vocabSize]);
+      const slice = flat.slice(0, vocabLimit);
+      const row = slice.reshape([1, vocabLimit]);
+      views.push(flat, slice, row);
+      const chooser = sampler;
+      return settledAfter(r, () => chooser.choose(row, sampling, stepIndex, controls));
+    } finally {
+      for (const v of views) v.dispose();
+      if (r.owned) r.logits.dispose();
+    }
+  }
+}
+
+/**
+ * `pick()`'s result from `r`'s logits, with `r` settled after it, and before its error: a failed kernel step explains
+ * refused or bad logits better than `sample` or the sampler can.
+ */
+function settledAfter<R>(r: Forwarded, pick: () => R): R {
+  let picked: R;
+  try {
+    picked = pick();
+  } catch (e) {
+    r.settled();
+    throw e;
+  }
+  r.settled();
+  return picked;
+}

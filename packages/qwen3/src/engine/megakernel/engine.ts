@@ -1,0 +1,198 @@
+/**
+ * The `megakernel` engine: decode steps in the Qwen3 decode megakernel (kernel.ts) over the layered engine's weights
+ * and KV cache, up to the hand-off position (`megakernelUntil`), and in the layered graph from there on; prefill stays
+ * with the layered kernels (layered-stack.ts). Greedy steps, and sampled ones with a top-k of at most 64, run several
+ * per launch (`megakernelSteps`) and queue ahead of the caller (decode-queue.ts): each step's token feeds the next on
+ * the device and reaches the host as soon as it is made. A sampled step draws in the kernel with the uniform of its
+ * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. Other steps (a larger or
+ * no top-k, the sampling controls, `logits()`) run one per launch, writing their full logits row.
+ */
+import { QkValueError, Rng } from '@qk/ops';
+import type { PiecewiseEngine } from '../../generation/generation.js';
+import type { Engine, Qwen3Config, Qwen3Weights, SamplingParams } from '../../types.js';
+import { stepSeed } from '../common.js';
+import type { DecodeLane } from '../decode-queue.js';
+import { createGpuEngine, type KernelDecoder } from '../gpu-engine.js';
+import { checkLayeredOptions, type LayeredEngineOptions } from '../layered-options.js';
+import { createLayeredStack, type LayeredStack } from '../layered-stack.js';
+import { floatWeight, MEGAKERNEL_FLOAT_ONLY } from '../projections.js';
+import { Qwen3Megakernel } from './kernel.js';
+import type { MegakernelEngineOptions } from './options.js';
+import { checkMegakernelTuning } from './tuning.js';
+
+/**
+ * Where the megakernel hands decoding to the layered graph, per published dense shape, measured on an H100 (bf16,
+ * the megakernel alone against the layered engine, 256 decode tokens from each position, medians of 3;
+ * packages/cuda-core/csrc/megakernel/DESIGN.md, "Steps per launch and the host"). The megakernel was the faster one
+ * at every position measured, up to 8,192: there 1.33× (0.6B), 1.24× (1.7B), 1.14× (4B) and 1.10× (8B). Each entry
+ * is the end of the longest run (its start plus the 256 tokens it decoded), past which nothing was measured. Keyed by
+ * hidden size, layers, query heads, KV heads and FFN size.
+ */
+const MEASURED_HANDOFFS: readonly { shape: readonly number[]; position: number }[] = [
+  { shape: [1024, 28, 16, 8, 3072], position: 8448 },
+  { shape: [2048, 28, 16, 8, 6144], position: 8448 },
+  { shape: [2560, 36, 32, 8, 9728], position: 8448 },
+  { shape: [4096, 36, 32, 8, 12288], position: 8448 },
+];
+
+/** The hand-off of a shape that was not measured: the lowest measured one (the megakernel's attention is the weak part). */
+const kUnmeasuredHandoff = Math.min(...MEASURED_HANDOFFS.map((m) => m.position));
+
+/**
+ * The decode position from which the megakernel engine runs decode steps in the layered graph instead: for the
+ * published dense shapes, the end of the longest run in which the megakernel was measured faster than the layered
+ * graph on an H100 (8,448 for each of Qwen3-0.6B, 1.7B, 4B and 8B), and the lowest of those for other shapes. The
+ * megakernel pays more per position of context than the layered split-KV attention (a head's keys are split over at
+ * most grid / KV heads blocks), so far enough into a long context the layered graph wins; where depends on the shape.
+ */
+export function megakernelHandoff(config: Qwen3Config): number {
+  const key = [
+    config.hiddenSize,
+    config.numLayers,
+    config.numHeads,
+    config.numKvHeads,
+    config.intermediateSize,
+  ];
+  const hit = MEASURED_HANDOFFS.find((m) => m.shape.every((v, i) => v === key[i]));
+  return hit?.position ?? kUnmeasuredHandoff;
+}
+
+/** Whether the megakernel draws tokens by these parameters itself (a top-k of at most 64; temperature > 0). */
+export function sampledInKernel(s: Pick<SamplingParams, 'temperature' | 'topK'>): boolean {
+  return s.temperature > 0 && s.topK >= 1 && s.topK <= Qwen3Megakernel.MAX_TOP_K;
+}
+
+/**
+ * An integer option of the engine: `requested`, else `fallback()`; checked to lie in [min, max] (no upper bound
+ * without `max`).
+ */
+function integerOption(
+  op: string,
+  name: string,
+  requested: number | undefined,
+  fallback: () => number,
+  min: number,
+  max?: number,
+): number {
+  const value = requested ?? fallback();
+  if (!Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
+    const range =
+      max !== undefined
+        ? `an integer in [${min}, ${max}]`
+        : min === 0
+          ? 'a non-negative integer'
+          : `an integer ≥ ${min}`;
+    throw new QkValueError(op, name, `must be ${range}, got ${value}.`);
+  }
+  return value;
+}
+
+/**
+ * The `megakernel` engine over `weights` (bf16 on the GPU, which it takes ownership of: `engine.dispose()` frees
+ * them). It has no swappable modules. `quantized` layers are refused: the megakernel streams bf16 weights only.
+ *
+ * @throws QkDeviceError for weights that are not on the GPU, or a GPU or addon that cannot run the megakernel;
+ *   QkValueError for an option out of range or sizes the megakernel does not serve; QkMemoryError when the KV cache
+ *   (`maxContext`) does not fit.
+ */
+export function createMegakernelEngine(
+  config: Qwen3Config,
+  weights: Qwen3Weights,
+  options: LayeredEngineOptions & MegakernelEngineOptions,
+): Engine & PiecewiseEngine {
+  const op = 'layeredEngine'; // (the operation both GPU engines' errors name: their checks are shared)
+  const settings = checkLayeredOptions(op, config, weights, options, MEGAKERNEL_FLOAT_ONLY);
+  const { maxContext } = settings;
+  const megakernelSteps = integerOption(
+    op,
+    'megakernelSteps',
+    options.megakernelSteps,
+    () => 4,
+    1,
+    Qwen3Megakernel.MAX_STEPS,
+  );
+  const megakernelUntil = integerOption(
+    op,
+    'megakernelUntil',
+    options.megakernelUntil,
+    () => megakernelHandoff(config),
+    0,
+  );
+  // Checked here, before any allocation, so that the error names the engine's option.
+  const megakernelTuning = checkMegakernelTuning(op, options.megakernelTuning);
+  const onTrace = options.megakernelTrace;
+
+  const stack: LayeredStack = createLayeredStack(op, 'megakernel', config, weights, settings, undefined);
+  let megakernel: Qwen3Megakernel;
+  try {
+    megakernel = new Qwen3Megakernel({
+      hidden: config.hiddenSize,
+      qHeads: config.numHeads,
+      kvHeads: config.numKvHeads,
+      ffn: config.intermediateSize,
+      layers: stack.layers.length,
+      vocab: config.vocabSize,
+      layerTensors: stack.layers.map((l) => ({
+        ...l,
+        qkv: floatWeight(l.qkv, 'qkv'),
+        o: floatWeight(l.o, 'o'),
+        gateUp: floatWeight(l.gateUp, 'gateUp'),
+        down: floatWeight(l.down, 'down'),
+      })),
+      embed: stack.embed,
+      finalNorm: stack.norm,
+      lmHead: stack.lmHead,
+      eps: config.rmsNormEps,
+      ropeTheta: config.ropeTheta,
+      maxContext,
+      vocabLimit: settings.vocabLimit,
+      trace: onTrace !== undefined,
+      screen: options.megakernelScreen,
+      tuning: megakernelTuning,
+    });
+  } catch (e) {
+    stack.fail(e);
+  }
+  const mk = megakernel;
+
+  const lane: DecodeLane = {
+    queue(id, position, draw, most) {
+      const steps = Math.min(
+        megakernelSteps,
+        mk.maxSteps,
+        maxContext - position,
+        megakernelUntil - position,
+        Math.max(1, most),
+      );
+      if (draw === null) mk.launch(id, position, steps);
+      else {
+        const { temperature, topK, topP, seed } = draw.sampling;
+        // The uniform `sample` draws for one row with the step's seed: the first of a fresh generator's stream.
+        const uniforms = Float64Array.from({ length: steps }, (_, k) =>
+          new Rng(stepSeed(seed, draw.step + k)).nextFloat(),
+        );
+        mk.launch(id, position, steps, { temperature, topK, topP, uniforms });
+      }
+      return steps;
+    },
+    token: (index) => mk.token(index),
+    runsAhead: () => true,
+  };
+  const decoder: KernelDecoder = {
+    name: 'megakernel',
+    lmScreen: mk.screened,
+    covers: (position) => position < megakernelUntil,
+    lane,
+    step(id, position) {
+      mk.step(id, position);
+      return { logits: mk.logits, owned: false, greedy: () => mk.result(), settled: () => void mk.result() };
+    },
+    draws: sampledInKernel,
+    dispose() {
+      const summary = mk.traceSummary();
+      mk.dispose();
+      return summary && onTrace !== undefined ? () => onTrace(summary) : undefined;
+    },
+  };
+  return createGpuEngine(op, stack, decoder);
+}
