@@ -4,7 +4,8 @@
 // import()` in types, `require()`), and fails, listing each offending chain, on
 //   (a) an import cycle inside a package (type-only imports count: they tie the modules together all the same),
 //   (b) an import of a workspace package that the importer's layer may not use (LAYERS below), or a relative path
-//       that reaches into another package's files,
+//       that reaches into another package's files, or an import of the optional addon's code by a library (TYPES_ONLY
+//       below),
 //   (c) an import that runs against a package's inner direction (INNER_RULES below: in @qk/ops the CUDA dispatch
 //       in src/cuda/* never imports the ops in src/ops/*, which reach it only through its dispatch functions, and
 //       src/core/ and src/backend/ sit below both).
@@ -26,6 +27,17 @@ export const LAYERS = {
   '@qk/bench': ['@qk/ops', '@qk/cuda-core'],
   '@qk/cli': ['@qk/qwen3', '@qk/bench', '@qk/ops', '@qk/cuda-core'],
   '@qk/demo': ['@qk/qwen3', '@qk/bench', '@qk/ops', '@qk/cuda-core'],
+};
+
+/**
+ * Packages a library may import only types from: the addon `@qk/cuda-core` is optional, so its code reaches the
+ * libraries through `@qk/ops`, which loads it lazily (`@qk/ops/internal` for the megakernel of @qk/qwen3), and a
+ * library without it installed still imports and runs on the CPU. The apps bundle it, and import it outright.
+ */
+export const TYPES_ONLY = {
+  '@qk/ops': ['@qk/cuda-core'],
+  '@qk/qwen3': ['@qk/cuda-core'],
+  '@qk/bench': ['@qk/cuda-core'],
 };
 
 /** Directions inside a package: a module under `from` (package-relative) may not import one under any of `to`. */
@@ -363,7 +375,10 @@ function shortestCycle(graph, start, members) {
  * Checks the workspace at `root`. Returns the violations (each `{ rule, message }`, `message` being the offending
  * chain) and what was read.
  */
-export function checkLayers(root, { layers = LAYERS, innerRules = INNER_RULES } = {}) {
+export function checkLayers(
+  root,
+  { layers = LAYERS, innerRules = INNER_RULES, typesOnly = TYPES_ONLY } = {},
+) {
   const packages = readPackages(root);
   const byName = new Map(packages.map((p) => [p.name, p]));
   const rel = (p) => relative(root, p).split(sep).join('/');
@@ -410,6 +425,11 @@ export function checkLayers(root, { layers = LAYERS, innerRules = INNER_RULES } 
             violations.push({
               rule: 'layer',
               message: `${where} → ${spec} (${kind}): ${pkg.name} may import only ${allowed.length ? allowed.join(', ') : 'no workspace package'}`,
+            });
+          } else if (typesOnly[pkg.name]?.includes(targetPkg) && !kind.endsWith(' type')) {
+            violations.push({
+              rule: 'layer',
+              message: `${where} → ${spec} (${kind}): ${pkg.name} may import only types from ${targetPkg} (\`import type\`), which is optional; reach its code through @qk/ops`,
             });
           }
           continue;
@@ -465,7 +485,7 @@ function main(argv) {
   const { violations, files, imports, packages } = checkLayers(root);
   if (violations.length === 0) {
     console.log(
-      `check-layers: ${files} files in ${packages} packages, ${imports} imports: no import cycle, no import up the layers, no src/cuda → src/ops import.`,
+      `check-layers: ${files} files in ${packages} packages, ${imports} imports: no import cycle, no import up the layers, no library importing the optional addon's code, no src/cuda → src/ops import.`,
     );
     return 0;
   }

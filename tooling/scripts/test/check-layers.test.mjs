@@ -1,5 +1,6 @@
 // check-layers.mjs on tiny synthetic workspaces written to a temporary folder: a clean tree passes, and a cycle, an
-// import up the layers and a src/cuda → src/ops import are each found, with the chain that shows them.
+// import up the layers, a library importing the optional addon's code and a src/cuda → src/ops import are each found,
+// with the chain that shows them.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -124,6 +125,29 @@ describe('check-layers', () => {
       'layer: packages/cuda-core/src/index.ts:1 → @qk/ops (import type): @qk/cuda-core may import only no workspace package',
     ]);
     assert.equal(run(root).status, 1);
+  });
+
+  it('finds a library importing code, not only types, from the optional addon', () => {
+    const root = workspace({
+      'cuda-core': cudaCore,
+      ops: cleanOps,
+      qwen3: {
+        name: '@qk/qwen3',
+        files: {
+          'kernel.ts': [
+            "import type { DTypeCode } from '@qk/cuda-core';",
+            "import { DTypeCode as codes } from '@qk/cuda-core';",
+            "export type { DTypeCode as Codes } from '@qk/cuda-core';",
+            'export const f32: typeof DTypeCode.f32 = codes.f32;',
+            '',
+          ].join('\n'),
+        },
+      },
+    });
+    const messages = checkLayers(root).violations.map((v) => `${v.rule}: ${v.message}`);
+    assert.deepEqual(messages, [
+      'layer: packages/qwen3/src/kernel.ts:2 → @qk/cuda-core (import): @qk/qwen3 may import only types from @qk/cuda-core (`import type`), which is optional; reach its code through @qk/ops',
+    ]);
   });
 
   it('finds a src/cuda module of @qk/ops importing src/ops, even for a type', () => {
