@@ -15,7 +15,7 @@ import { PRESETS } from '../src/config.js';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { pickToken } from '../src/engine/sampling.js';
 import type { GrammarConstraint } from '../src/structured/constraint.js';
-import { finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from '../src/structured/ebnf.js';
+import { finiteNumberEbnf, fragmentGrammar, integerRangeEbnf, literalsEbnf } from '../src/structured/ebnf.js';
 import { compileGrammar, type GrammarTarget } from '../src/structured/grammar.js';
 import { createConstraint, grammarTarget, structuredSpec } from '../src/structured/index.js';
 import { BUNDLED_XGRAMMAR, loadXGrammar, locateXGrammar } from '../src/structured/xgrammar.js';
@@ -265,7 +265,7 @@ describe('our EBNF for integer ranges, finite numbers and literals', () => {
       ranges.push([lo, lo + Math.floor(rand() * scale)]);
     }
     for (const [lo, hi] of ranges) {
-      const ebnf = `root ::= ${integerRangeEbnf(lo, hi)}`;
+      const ebnf = fragmentGrammar(integerRangeEbnf(lo, hi, 'range'));
       const grammar = await xgrammar.api.Grammar.fromEBNF(ebnf);
       const compiled = await compileGrammar('test', 'grammar', { kind: 'grammar', grammar: ebnf }, target);
       const stop = [...stopIds][0]!;
@@ -297,7 +297,7 @@ describe('our EBNF for integer ranges, finite numbers and literals', () => {
       }
       grammar.dispose();
     }
-    expect(() => integerRangeEbnf(2, 1)).toThrow(RangeError);
+    expect(() => integerRangeEbnf(2, 1, 'range')).toThrow(RangeError);
   }, 120_000);
 
   it('the finite-number EBNF accepts exactly the length-bounded JSON numbers, and each parses finite', async () => {

@@ -12,7 +12,7 @@ import type {
 } from '@mlc-ai/web-xgrammar';
 import { QkValueError } from '@qk/ops';
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
-import { finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from './ebnf.js';
+import { type EbnfFragment, finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from './ebnf.js';
 import type { JsonSchema } from './schema.js';
 import { loadXGrammar, type XGrammarInstance } from './xgrammar.js';
 
@@ -52,6 +52,29 @@ const KEPT_GRAMMARS = 64;
 /** The longest schema or grammar text accepted, as JSON: far above any tool list a model's context could hold. */
 const MAX_SPEC_CHARS = 1 << 20;
 
+/**
+ * What the per-tokenizer setup compiles once to warm xgrammar's code up (see `#warmUp`): free strings, a bounded
+ * repetition, an integer range, an enum, an array of numbers and a nested object, as users' schemas have them
+ * (already in the form schema.ts gives the grammar).
+ */
+const WARM_UP_SCHEMA: JsonSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    id: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+    state: { enum: ['open', 'closed'] },
+    scores: { type: 'array', items: { type: 'number' }, maxItems: 2 },
+    owner: {
+      type: 'object',
+      properties: { login: { type: 'string', pattern: '^[a-z][a-z0-9-]{0,7}$' } },
+      required: ['login'],
+      additionalProperties: false,
+    },
+  },
+  required: ['name', 'id', 'state', 'owner'],
+  additionalProperties: false,
+};
+
 /** A per-tokenizer xgrammar compiler. */
 class TokenizerGrammars {
   readonly #compiled = new Map<string, Compiled>();
@@ -85,8 +108,29 @@ class TokenizerGrammars {
       );
       // xgrammar's own cache would keep every grammar forever; ours keeps the most recent KEPT_GRAMMARS.
       const compiler = await api.GrammarCompiler.createGrammarCompiler(info, false);
-      return new TokenizerGrammars(instance, info, compiler, target);
+      const grammars = new TokenizerGrammars(instance, info, compiler, target);
+      await grammars.#warmUp();
+      return grammars;
     });
+  }
+
+  /**
+   * Compiles {@link WARM_UP_SCHEMA} and reads a mask from it, discarding both. V8 runs WebAssembly in its baseline
+   * tier first and recompiles a function optimised only once it has run a while: measured on a 2-core machine, the
+   * first ~15 new grammars after the tokenizer's setup compiled 2–3× slower than later ones (a flat schema 45–100 ms,
+   * then ~20 ms). This one compile (~0.1 s, part of the setup) exercises the code every schema compile runs.
+   */
+  async #warmUp(): Promise<void> {
+    const grammar = await this.#compiler.compileGrammar(await this.#schemaEbnf(WARM_UP_SCHEMA));
+    try {
+      const matcher = await this.#instance.api.GrammarMatcher.createGrammarMatcher(grammar, [
+        ...this.#target.stopIds,
+      ]);
+      await matcher.getNextTokenBitmask();
+      matcher.dispose();
+    } finally {
+      grammar.dispose();
+    }
   }
 
   get retired(): boolean {
@@ -153,14 +197,16 @@ class TokenizerGrammars {
     } finally {
       grammar.dispose();
     }
-    for (const [token, expression] of ranges) {
+    const rules: string[] = [];
+    for (const [token, { expression, rules: own }] of ranges) {
       // The placeholder is a JSON string constant, so it appears as \"token\" inside a quoted literal (alone, or
       // merged with its neighbours): close the literal, put the range, reopen it.
       const quoted = `\\"${token}\\"`;
       if (!ebnf.includes(quoted)) throw new Error(`placeholder ${token} missing from the grammar`);
       ebnf = ebnf.split(quoted).join(`" ${expression} "`);
+      rules.push(...own);
     }
-    return ebnf;
+    return [withCheapStrings(ebnf), ...rules].join('\n');
   }
 
   /**
@@ -228,9 +274,9 @@ export async function compileGrammar(
  */
 export function withRangePlaceholders(schema: JsonSchema): {
   schema: JsonSchema;
-  ranges: Map<string, string>;
+  ranges: Map<string, EbnfFragment>;
 } {
-  const ranges = new Map<string, string>();
+  const ranges = new Map<string, EbnfFragment>();
   const nonce = Math.random()
     .toString(36)
     .slice(2, 10)
@@ -242,16 +288,16 @@ export function withRangePlaceholders(schema: JsonSchema): {
     const token = `qkint${nonce}x${ranges.size}`;
     if (Array.isArray(n.enum) || n.const !== undefined) {
       const values = Array.isArray(n.enum) ? n.enum : [n.const];
-      ranges.set(token, literalsEbnf(values.map((v) => JSON.stringify(v))));
+      ranges.set(token, { expression: literalsEbnf(values.map((v) => JSON.stringify(v))), rules: [] });
       return { const: token };
     }
     if (n.type === 'integer' && typeof n.minimum === 'number' && typeof n.maximum === 'number') {
-      ranges.set(token, integerRangeEbnf(n.minimum, n.maximum));
+      ranges.set(token, integerRangeEbnf(n.minimum, n.maximum, token));
       return { const: token };
     }
     const numberKeys = ['anyOf', '$ref', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum'];
     if (n.type === 'number' && numberKeys.every((k) => n[k] === undefined)) {
-      ranges.set(token, finiteNumberEbnf());
+      ranges.set(token, { expression: finiteNumberEbnf(), rules: [] });
       return { const: token };
     }
     // Values under these keys are data, not schemas.
@@ -260,4 +306,30 @@ export function withRangePlaceholders(schema: JsonSchema): {
     );
   };
   return { schema: visit(schema) as JsonSchema, ranges };
+}
+
+/** The free-string content rule xgrammar 0.1.27's JSON Schema converter writes (one line of `Grammar#toString()`). */
+export const XGRAMMAR_STRING_RULE =
+  'basic_string_sub ::= (("\\"") | ([^\\0-\\x1f\\"\\\\\\r\\n] basic_string_sub) | ("\\\\" basic_escape basic_string_sub)) (=([ \\n\\t]* [,}\\]:]))';
+
+/**
+ * The same language (a JSON string's characters after its opening quote, through the closing quote) as one rule
+ * whose alternatives are sequences of characters and byte strings, which xgrammar compiles into a finite automaton:
+ * the run of plain characters is a loop on one state, and the rule refers only to itself, after an escape. The
+ * converter's right-recursive form (a character, then the rule again) makes the vocabulary scan that builds the
+ * rule's token masks step through a rule expansion per character: ~35 ms per new grammar with Qwen3's vocabulary,
+ * against ~13 ms for this one (see DESIGN.md). The lookahead is the converter's.
+ */
+export const CHEAP_STRING_RULE = (() => {
+  const plain = '[^\\0-\\x1f\\"\\\\]*';
+  const hex = '[A-Fa-f0-9]';
+  return `basic_string_sub ::= ((${plain} "\\"") | (${plain} "\\\\" [\\"\\\\/bfnrt] basic_string_sub) | (${plain} "\\\\u" ${hex} ${hex} ${hex} ${hex} basic_string_sub)) (=([ \\n\\t]* [,}\\]:]))`;
+})();
+
+/** `ebnf` with xgrammar's free-string rule replaced by {@link CHEAP_STRING_RULE}, where it has that rule. */
+export function withCheapStrings(ebnf: string): string {
+  return ebnf
+    .split('\n')
+    .map((line) => (line === XGRAMMAR_STRING_RULE ? CHEAP_STRING_RULE : line))
+    .join('\n');
 }

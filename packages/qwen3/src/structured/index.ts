@@ -25,8 +25,8 @@ export interface StructuredOptions {
    * fraction digits and a 2-digit exponent (a `type` array such as `["number", "null"]` gets the same per type).
    * Bound strings (`maxLength`, `pattern`, `enum`) and arrays (`maxItems`) where the text must fit in `maxTokens`: a
    * generation that reaches `maxTokens` first ends with `finishReason: 'length'` and incomplete JSON, as everywhere
-   * else. Compiled once per distinct schema and tokenizer, on the main thread (milliseconds to a few hundred; a
-   * `maxLength` of n about n × 50 ms; see the README), nothing after.
+   * else. Compiled once per distinct schema and tokenizer, on the main thread (a few ms to ~25 ms for typical
+   * schemas; each unit of a `maxLength` about 35 ms; see the README), nothing after.
    */
   readonly schema?: JsonSchema;
   /**

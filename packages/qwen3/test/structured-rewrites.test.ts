@@ -1,0 +1,184 @@
+/**
+ * The grammar rewrites that exist for compile time (structured/DESIGN.md, costs): each must describe the same
+ * language as the form it replaces. The free-string rule is checked against JSON's string syntax by brute force
+ * in xgrammar's string acceptor, and against xgrammar's own rule token mask by token mask along random paths; the
+ * integer automaton's states are shared (its exactness is checked in structured.test.ts).
+ */
+import { Ajv } from 'ajv';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { PRESETS } from '../src/config.js';
+import { integerRangeEbnf } from '../src/structured/ebnf.js';
+import {
+  CHEAP_STRING_RULE,
+  compileGrammar,
+  type GrammarTarget,
+  withCheapStrings,
+  XGRAMMAR_STRING_RULE,
+} from '../src/structured/grammar.js';
+import { grammarTarget } from '../src/structured/index.js';
+import { loadXGrammar } from '../src/structured/xgrammar.js';
+import { loadTokenizer } from '../src/tokenizer/index.js';
+import type { Qwen3Tokenizer } from '../src/types.js';
+import { seededRandom } from './support/random-schema.js';
+
+const config = PRESETS.tiny;
+let tokenizer: Qwen3Tokenizer;
+let target: GrammarTarget;
+
+beforeAll(async () => {
+  tokenizer = await loadTokenizer({ eosTokenIds: config.eosTokenIds });
+  target = grammarTarget('test', tokenizer, config.vocabSize, tokenizer.stopIds);
+});
+
+/** The escape rule xgrammar's converter writes beside its string rule. */
+const ESCAPE_RULE =
+  'basic_escape ::= (([\\"\\\\/bfnrt]) | ("u" [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9]))';
+
+/** A JSON string literal, as RFC 8259 defines it. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: excluding control characters is the point.
+const JSON_STRING = /^"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})*"$/;
+
+describe('the free-string rule', () => {
+  it("replaces the converter's rule in a schema's grammar", async () => {
+    const { api } = loadXGrammar();
+    const grammar = await api.Grammar.fromJSONSchema('{"type": "string"}', false, -1);
+    const ebnf = grammar.toString();
+    grammar.dispose();
+    // Fails when an xgrammar upgrade writes its rule differently: the rewrite would silently stop applying.
+    expect(ebnf.split('\n')).toContain(XGRAMMAR_STRING_RULE);
+    const rewritten = withCheapStrings(ebnf).split('\n');
+    expect(rewritten).toContain(CHEAP_STRING_RULE);
+    expect(rewritten).not.toContain(XGRAMMAR_STRING_RULE);
+  });
+
+  it('accepts exactly the JSON string literals: every text of up to 4 characters over an alphabet of its edge cases', async () => {
+    const { api } = loadXGrammar();
+    const grammarOf = async (rule: string) =>
+      api.Grammar.fromEBNF(['root ::= "\\"" basic_string_sub', rule, ESCAPE_RULE].join('\n'));
+    const cheap = await grammarOf(CHEAP_STRING_RULE);
+    const theirs = await grammarOf(XGRAMMAR_STRING_RULE);
+    // Quote, backslash, each escape letter, hex digits, a control character, non-ASCII of 2 and 3 bytes.
+    const alphabet = ['"', '\\', 'n', 'u', 'A', '0', '\t', 'é', '中'];
+    const texts = [''];
+    for (let layer = [''], n = 1; n <= 4; n++) {
+      layer = layer.flatMap((text) => alphabet.map((c) => text + c));
+      texts.push(...layer);
+    }
+    texts.push('\\u00e9"', '\\u00E9x"', '\\u00g9"', '\\/"', '\\b\\f\\r\\t"', '\\x"', '中文 ünï"');
+    let accepted = 0;
+    for (const tail of texts) {
+      const text = `"${tail}`;
+      const want = JSON_STRING.test(text);
+      expect(await api.Testings.isGrammarAcceptString(cheap, text), JSON.stringify(text)).toBe(want);
+      accepted += want ? 1 : 0;
+    }
+    // The converter's rule agrees on a sample (all of it would double the test's time).
+    for (const tail of texts.filter((_, i) => i % 7 === 0)) {
+      const text = `"${tail}`;
+      expect(await api.Testings.isGrammarAcceptString(theirs, text), JSON.stringify(text)).toBe(
+        JSON_STRING.test(text),
+      );
+    }
+    expect(accepted).toBeGreaterThan(100);
+    cheap.dispose();
+    theirs.dispose();
+  }, 120_000);
+
+  it("gives the same token masks as the converter's rule at every step of random paths through schemas with free strings", async () => {
+    const { api } = loadXGrammar();
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const stopIds = new Set(tokenizer.stopIds);
+    const { pieces } = target.vocabulary;
+    // Byte-level pieces spell ASCII as itself: these ids write a quote, which may end a string.
+    const quoting = new Set(pieces.flatMap((piece, id) => (piece.includes('"') ? [id] : [])));
+    const schemas = [
+      {
+        type: 'object',
+        properties: {
+          a: { type: 'string' },
+          b: { type: 'array', items: { type: 'string' }, maxItems: 3 },
+          c: { type: 'integer', minimum: 0, maximum: 9 },
+        },
+        required: ['a', 'b', 'c'],
+        additionalProperties: false,
+      },
+      // Unlisted properties: keys are free strings too, and values any JSON.
+      { type: 'object', properties: { k: { type: 'string' } }, required: ['k'], additionalProperties: true },
+    ];
+    const ajv = new Ajv({ strict: false });
+    let steps = 0;
+    let ended = 0;
+    for (const schema of schemas) {
+      const source = await api.Grammar.fromJSONSchema(JSON.stringify(schema), false, -1);
+      const theirs = source.toString();
+      source.dispose();
+      const ours = withCheapStrings(theirs);
+      expect(ours).not.toBe(theirs);
+      const compile = (grammar: string) =>
+        compileGrammar('test', 'grammar', { kind: 'grammar', grammar }, target);
+      const [a, b] = [await compile(theirs), await compile(ours)];
+      for (let w = 0; w < 8; w++) {
+        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
+        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
+        const ids: number[] = [];
+        try {
+          for (let step = 0; step < 80; step++) {
+            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
+            const where = `seed ${seed}, ${JSON.stringify(schema)}, after ${JSON.stringify(tokenizer.decode(ids))}`;
+            expect(maskB.length, where).toBe(maskA.length);
+            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
+            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+            steps++;
+            const allowed: number[] = [];
+            for (let i = 0; i < maskA.length; i++) {
+              for (let word = maskA[i]! >>> 0; word !== 0; word &= word - 1) {
+                allowed.push(i * 32 + 31 - Math.clz32(word & -word));
+              }
+            }
+            const stops = allowed.filter((id) => stopIds.has(id));
+            if (stops.length > 0 && (stops.length === allowed.length || rand() < 0.3)) {
+              ended++;
+              const value = JSON.parse(tokenizer.decode(ids));
+              expect(ajv.validate(schema, value), where).toBe(true);
+              break;
+            }
+            // Half the time a token that writes a quote, so strings end and the paths go on past them.
+            const going = allowed.filter((id) => !stopIds.has(id));
+            const closing = going.filter((id) => quoting.has(id));
+            const from = closing.length > 0 && rand() < 0.5 ? closing : going;
+            const id = from[Math.floor(rand() * from.length)]!;
+            expect(ma.acceptToken(id), where).toBe(true);
+            expect(mb.acceptToken(id), where).toBe(true);
+            ids.push(id);
+          }
+        } finally {
+          ma.dispose();
+          mb.dispose();
+        }
+      }
+    }
+    expect(steps).toBeGreaterThan(200);
+    expect(ended).toBeGreaterThan(0);
+  }, 240_000);
+});
+
+describe('integer ranges', () => {
+  it('share automaton states: one rule per distinct state, a few dozen for the widest ranges', () => {
+    const safe = Number.MAX_SAFE_INTEGER;
+    // Written as one nested expression, [1, 2^53−1] was 182 parenthesised groups (one xgrammar rule each).
+    expect(integerRangeEbnf(1, safe, 'r').rules.length).toBeLessThanOrEqual(40);
+    // The negative magnitudes reuse the positive ones' states.
+    expect(integerRangeEbnf(-safe, safe, 'r').rules.length).toBeLessThanOrEqual(40);
+    const small = integerRangeEbnf(0, 150, 'r');
+    expect(small).toEqual({
+      expression: '(r_3)',
+      rules: [
+        'r_0 ::= "" | [0-9]',
+        'r_1 ::= "" | "0"',
+        'r_2 ::= "" | [0-4] r_0 | "5" r_1 | [6-9]',
+        'r_3 ::= "0" | "1" r_2 | [2-9] r_0',
+      ],
+    });
+  });
+});
