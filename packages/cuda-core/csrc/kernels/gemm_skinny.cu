@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mutex>
 #include <type_traits>
 
 #include "../common/cp_async.cuh"
@@ -25,6 +24,7 @@
 #include "../common/mma.cuh"
 #include "../common/numeric.cuh"
 #include "gemm_skinny.h"
+#include "splitk_workspace.h"
 
 namespace qk {
 namespace {
@@ -37,7 +37,7 @@ constexpr int kBN = kWarps * kNT * 8;   // output columns per block
 // for W and dense x (rows 64 mod 128 apart never collide), 4 lanes × 16 bytes 32 apart for int8/int4 x (16 mod 128).
 constexpr int kRowPad = 64;
 constexpr int kRowPadIntX = 16;
-constexpr size_t kMaxWorkspaceFloats = 16u << 20;  // 64 MB of fp32 partials at most
+constexpr size_t kMaxWorkspaceFloats = kSplitkMaxFloats;
 
 template <typename T>
 struct SkinnyParams {
@@ -439,50 +439,6 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(const SkinnyParams<T> 
   if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch (stream order keeps launches apart)
 }
 
-/** The process-wide split-K workspace (the process drives one device and launches on one stream). */
-struct Workspace {
-  float* partials = nullptr;
-  size_t floats = 0;
-  unsigned* tickets = nullptr;
-  size_t ticket_count = 0;
-};
-Workspace g_workspace;
-std::mutex g_workspace_mutex;
-
-/** Grows the workspace to at least the sizes asked; false when it cannot (during stream capture, or no memory). */
-bool reserve_workspace(size_t floats, size_t tickets, cudaStream_t stream, Workspace* out) {
-  std::lock_guard<std::mutex> lock(g_workspace_mutex);
-  Workspace& w = g_workspace;
-  if (w.floats >= floats && w.ticket_count >= tickets) {
-    *out = w;
-    return true;
-  }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return false;
-  // cudaFree waits for the device, so no launch still reads the old buffers.
-  if (w.partials != nullptr) cudaFree(w.partials);
-  if (w.tickets != nullptr) cudaFree(w.tickets);
-  w = Workspace{};
-  const size_t want_floats = std::max<size_t>(floats, 1u << 21);  // 8 MB: the model shapes never regrow it
-  const size_t want_tickets = std::max<size_t>(tickets, 4096);
-  if (cudaMalloc(&w.partials, want_floats * sizeof(float)) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  if (cudaMalloc(&w.tickets, want_tickets * sizeof(unsigned)) != cudaSuccess ||
-      cudaMemsetAsync(w.tickets, 0, want_tickets * sizeof(unsigned), stream) != cudaSuccess) {
-    cudaGetLastError();
-    cudaFree(w.partials);
-    if (w.tickets != nullptr) cudaFree(w.tickets);
-    w = Workspace{};
-    return false;
-  }
-  w.floats = want_floats;
-  w.ticket_count = want_tickets;
-  *out = w;
-  return true;
-}
-
 template <typename T, SkinnyWeight WF, int MT, Activation A>
 cudaError_t run(const SkinnyArgs& a, cudaStream_t stream, int forced_splits) {
   constexpr int kRows = MT * 16;
@@ -509,10 +465,10 @@ cudaError_t run(const SkinnyArgs& a, cudaStream_t stream, int forced_splits) {
   // Row tiles per launch: as many as the workspace holds partials for (one launch unless M is in the hundreds).
   const int per_launch = static_cast<int>(
       std::min<size_t>(row_tiles, std::max<size_t>(1, kMaxWorkspaceFloats / (splits * split_floats))));
-  Workspace ws;
+  SplitkWorkspace ws;
   int final_splits = splits;
   int final_stages = stages_per_split;
-  if (splits > 1 && !reserve_workspace(static_cast<size_t>(per_launch) * splits * split_floats,
+  if (splits > 1 && !reserve_splitk_workspace(static_cast<size_t>(per_launch) * splits * split_floats,
                                        static_cast<size_t>(per_launch) * tiles, stream, &ws)) {
     final_splits = 1;  // no workspace (stream capture, memory): whole K per block
     final_stages = stages_total;

@@ -15,6 +15,7 @@ struct GemmSm90Options {
   int bn = 0;        // output tile width: 256 or 128 cooperative, 128 or 64 ping-pong; 0 = the launcher's choice
   int pingpong = 0;  // with bn: ping-pong consumers (1) or cooperative (0)
   int group_m = 0;   // row blocks per rasterisation group
+  int splits = 0;    // K slices (split K through the workspace, splitk_workspace.h); 0 = the launcher's choice
 };
 
 /**

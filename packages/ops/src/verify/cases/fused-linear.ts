@@ -164,6 +164,8 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
   ] as const) {
     cases.push(linearSwigluCase(dtype, { m, k, n }, 'odd'));
   }
+  // Few output tiles and a long K: the gate and up sums split across K slices, paired after the last slice's sum.
+  cases.push(linearSwigluCase(dtype, { m: 48, k: 4104, n: 200 }, 'edge', 'Hopper split K'));
   for (const s of QWEN3_SHAPES) {
     const { gateUp } = layers(s);
     const weights = { ...gateUp, n: 2 * gateUp.n };

@@ -324,6 +324,15 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
     cases.push(linearCase(dtype, d, 'odd'));
   for (const activation of ACTIVATIONS)
     cases.push(linearCase(dtype, { m: 1030, k: 136, n: 1000 }, 'edge', { activation, bias: true }));
+  // Split K on the Hopper GEMM (few output tiles, long K): slices cut short by a K tail, two row tiles sharing the
+  // tickets, one narrow tile split into many slices; the epilogue runs once, after the last slice's sum.
+  for (const [d, activation] of [
+    [{ m: 40, k: 3000, n: 300 }, 'silu'],
+    [{ m: 130, k: 4104, n: 264 }, 'none'],
+    [{ m: 33, k: 12288, n: 64 }, 'gelu_tanh'],
+  ] as const) {
+    cases.push(linearCase(dtype, d, 'edge', { activation, bias: true, label: 'Hopper split K' }));
+  }
 
   // Qwen3 decode layers: every projection at M = 1, small M, and GEMM M where the reference stays cheap.
   for (const s of QWEN3_SHAPES) {
