@@ -1,4 +1,4 @@
-// The megakernel's tuning knobs as the binding receives them: one JS object (`MegakernelTuning` of @qk/ops), read
+// The megakernel's tuning knobs as the binding receives them: one JS object (`MegakernelTuning` of @qk/qwen3), read
 // once when a plan or an instance is made. Every field is optional: an absent one keeps the default that
 // ops_megakernel.cc picks (most of them the plan's choice for the model), so an empty object changes nothing.
 #pragma once
@@ -11,7 +11,7 @@
 
 namespace qk::binding {
 
-/** The fields of the tuning object; each is documented, with its default, on `MegakernelTuning` of @qk/ops. */
+/** The fields of the tuning object; each is documented, with its default, on `MegakernelTuning` of @qk/qwen3. */
 struct MegakernelTuning {
   std::optional<int64_t> slot_kb;
   std::optional<int64_t> inflight;
@@ -42,8 +42,8 @@ MegakernelTuning read_megakernel_tuning(const Args& a, const Napi::Value& value)
 
 /**
  * Every field's name, kind and range, `{ [name]: { kind: 'integer', min, max } | { kind: 'boolean' } | { kind:
- * 'bits', mask } }`, frozen: the addon's `megakernelTuningFields`, which @qk/ops compares with its own table when it
- * loads the addon.
+ * 'bits', mask } }`, frozen: the addon's `megakernelTuningFields`, which @qk/qwen3 compares with its own table before
+ * the megakernel's first use.
  */
 Napi::Object megakernel_tuning_fields(Napi::Env env);
 

@@ -19,7 +19,7 @@
 namespace qk::binding {
 namespace {
 
-// The defaults of the tuning fields that are not the plan's (MegakernelTuning of @qk/ops says why each is what it is).
+// The defaults of the tuning fields that are not the plan's (MegakernelTuning of @qk/qwen3 says why each is what it is).
 constexpr int64_t kDefaultInflight = 1;    // weight copies in flight per block
 constexpr int64_t kDefaultLmInflight = 2;  // the LM head's, on models that take fixed shares (see lm_inflight below)
 constexpr int64_t kDefaultStagedFrom = 57;  // keys: past what one pass of a chunk attends

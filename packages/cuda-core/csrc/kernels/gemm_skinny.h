@@ -37,11 +37,16 @@ struct SkinnyArgs {
 
 /**
  * The M range in which launch_linear and the quantized linears prefer this kernel: from kSkinnyMinM rows up (the
- * GEMV kernels below), to kSkinnyMaxDenseM rows for dense W (the tiled GEMMs above); quantized W has no tiled
- * kernel, so it stays here at every M from kSkinnyMinM. Chosen from measurements (GEMM_SKINNY.md).
+ * GEMV kernels below), to `skinny_max_dense_m()` rows for dense W (the tiled GEMMs above): kSkinnyMaxDenseM, or
+ * kSkinnyMaxDenseMHopper where the Hopper GEMM with split K takes over; quantized W has no tiled kernel, so it
+ * stays here at every M from kSkinnyMinM. Chosen from measurements (GEMM_SKINNY.md, GEMM_SM90.md).
  */
 constexpr int64_t kSkinnyMinM = 2;
 constexpr int64_t kSkinnyMaxDenseM = 32;
+constexpr int64_t kSkinnyMaxDenseMHopper = 16;
+
+/** The largest dense M this kernel keeps on the current device (see kSkinnyMaxDenseM). */
+int64_t skinny_max_dense_m();
 
 /** Rows of x one block covers; larger M runs as several row tiles, each reading W again (mostly from L2). */
 constexpr int64_t kSkinnyTileM = 64;

@@ -688,8 +688,8 @@ cudaError_t launch_linear_swiglu(const LinearArgs& a, cudaStream_t stream, bool*
     *launched = true;
     return cudaSuccess;
   }
-  // Up to kSkinnyMaxDenseM rows the small-M linear streams the weight once per 16–64 rows; keep it there.
-  if (a.m <= kSkinnyMaxDenseM) return cudaSuccess;
+  // Up to skinny_max_dense_m() rows the small-M linear streams the weight once per 16–64 rows; keep it there.
+  if (a.m <= skinny_max_dense_m()) return cudaSuccess;
   GemmArgs g{};
   g.dtype = a.dtype;
   g.out = a.out;

@@ -36,9 +36,9 @@ export interface LinearOptions<D extends FloatDType> {
  *
  * `x` is `[..., in]`, `weight` is `[out, in]` (one row per output feature, as `nn.Linear` stores it), `bias` is
  * `[out]`; all one dtype. Returns `[..., out]` in that dtype. Float64 accumulation, one rounding. On CUDA
- * (fp32 accumulation): a streaming GEMV for 1 row, the small-M tensor-core kernel for 2–32 rows (bf16/f16, `in` a
- * multiple of 32), a tiled tensor-core GEMM (SIMT for f32) above; the row limits are measured (cuda-core's
- * csrc/kernels/GEMM_SKINNY.md).
+ * (fp32 accumulation): a streaming GEMV for 1 row, the small-M tensor-core kernel for 2–32 rows (2–16 on Hopper;
+ * bf16/f16, `in` a multiple of 32), a tiled tensor-core GEMM (SIMT for f32) above, which on Hopper splits K when its
+ * tiles would leave SMs idle; the row limits are measured (cuda-core's csrc/kernels/GEMM_SKINNY.md, GEMM_SM90.md).
  */
 export function linear<D extends FloatDType>(
   x: Tensor<D>,
@@ -129,7 +129,7 @@ const LINEAR_SWIGLU_FUSED_MAX_ROWS = 2;
  *
  * On CUDA, up to 2 rows run one fused kernel (each block normalises its rows in shared
  * memory); more rows run the separate ops (`fusedAddRmsnorm` or `rmsnorm`, then the projection). With `glu` the
- * projection is one tensor-core GEMM with SwiGLU in its epilogue on Hopper above 32 rows (one rounding, as the
+ * projection is one tensor-core GEMM with SwiGLU in its epilogue on Hopper above 16 rows (one rounding, as the
  * definition), else `linear` then `swigluFused`, which rounds gate and up to the dtype in between: a difference
  * inside the dtype's tolerance.
  */
@@ -148,7 +148,7 @@ export function rmsnormLinear<D extends FloatDType>(
  *
  * `x` is `[..., in]`, `gateUp` `[2·ffn, in]` (the rows of `gate_proj` then those of `up_proj`), one dtype; returns
  * `[..., ffn]`. The same as `rmsnormLinear(x, null, gateUp, { glu: 'swiglu' })`: `g` and `u` are kept in float32,
- * one rounding at the end. On CUDA, up to 2 rows run one fused GEMV kernel; on Hopper, more than 32 rows run one
+ * one rounding at the end. On CUDA, up to 2 rows run one fused GEMV kernel; on Hopper, more than 16 rows run one
  * tensor-core GEMM with the SwiGLU in its epilogue (the `[..., 2·ffn]` projection is never written); other row
  * counts and GPUs run `linear` (which rounds the `[..., 2·ffn]` projection to the dtype) then `swigluFused`.
  */

@@ -152,7 +152,7 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
   }
   cases.push(linearSwigluCase(dtype, { m: 1, k: 24584, n: 64 }, 'edge', 'x past the shared-memory stage'));
   cases.push(linearSwigluCase(dtype, { m: 32, k: 1024, n: 96 }, 'edge', 'small-M linear then swigluFused'));
-  // Above 32 rows on Hopper: one GEMM pairing gate and up in its epilogue. Row, output and K tails of its 128-row
+  // Above 16 rows on Hopper (32 elsewhere): one GEMM pairing gate and up in its epilogue. Row, output and K tails of its 128-row
   // tiles and 128/64/32-wide output tiles; K not a multiple of 8 takes linear + swigluFused instead.
   for (const [m, k, n] of [
     [33, 1024, 96],

@@ -300,7 +300,7 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
     cases.push(linearCase(dtype, { m: 12, k: 1024, n: 1000 }, 'edge', { activation, bias: true }));
   }
   // The small-M tensor-core kernel (K a multiple of 32): row tiles cut short, a last K stage cut short, N not a whole
-  // block, a single output column.
+  // block, a single output column. On Hopper, 17–32 rows take the split-K GEMM instead: the same edges there.
   for (const m of [2, 7, 16, 17, 31, 32]) {
     for (const [k, n] of [
       [4128, 989],
