@@ -7,7 +7,7 @@
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PRESETS } from '../src/config.js';
-import { integerRangeEbnf } from '../src/structured/ebnf.js';
+import { boundedStringEbnf, fragmentGrammar, integerRangeEbnf } from '../src/structured/ebnf.js';
 import {
   CHEAP_STRING_RULE,
   compileGrammar,
@@ -15,7 +15,7 @@ import {
   withCheapStrings,
   XGRAMMAR_STRING_RULE,
 } from '../src/structured/grammar.js';
-import { grammarTarget } from '../src/structured/index.js';
+import { grammarTarget, structuredSpec } from '../src/structured/index.js';
 import { loadXGrammar } from '../src/structured/xgrammar.js';
 import { loadTokenizer } from '../src/tokenizer/index.js';
 import type { Qwen3Tokenizer } from '../src/types.js';
@@ -181,4 +181,105 @@ describe('integer ranges', () => {
       ],
     });
   });
+});
+
+describe('strings of bounded length', () => {
+  const cases: [number, number | undefined][] = [
+    [0, 0],
+    [0, 3],
+    [2, 3],
+    [1, undefined],
+    [0, 8],
+    [3, 11],
+    [0, 17],
+  ];
+
+  it('accept exactly the JSON strings of min to max unescaped characters (code points), quotes included', async () => {
+    const { api } = loadXGrammar();
+    const rand = seededRandom(Math.floor(Math.random() * 1e9));
+    // A 2-byte and a 3-byte character, and what must not appear unescaped.
+    const alphabet = ['a', 'é', '中', ' ', '"', '\\', '\t'];
+    for (const [min, max] of cases) {
+      const grammar = await api.Grammar.fromEBNF(fragmentGrammar(boundedStringEbnf(min, max, 's')));
+      const want = new RegExp(`^"[^"\\\\\\u0000-\\u001f]{${min},${max ?? ''}}"$`, 'u');
+      const texts = new Set<string>();
+      // Every text up to 3 characters, then random ones of each length up to max + 2.
+      for (let layer = [''], n = 0; n <= 3; n++) {
+        for (const t of layer) texts.add(`"${t}"`);
+        layer = layer.flatMap((t) => alphabet.map((c) => t + c));
+      }
+      for (let n = 0; n <= (max ?? 12) + 2; n++) {
+        for (let i = 0; i < 6; i++) {
+          const body = Array.from({ length: n }, () => alphabet[Math.floor(rand() * (i < 3 ? 4 : 7))]).join(
+            '',
+          );
+          texts.add(`"${body}"`).add(`"${body}`).add(`"${body}""`);
+        }
+      }
+      for (const text of texts) {
+        expect(
+          await api.Testings.isGrammarAcceptString(grammar, text),
+          `{${min},${max}} ${JSON.stringify(text)}`,
+        ).toBe(want.test(text));
+      }
+      grammar.dispose();
+    }
+  }, 120_000);
+
+  it("give the same token masks as xgrammar's own length pattern at every step of random paths", async () => {
+    const { api } = loadXGrammar();
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const stopIds = new Set(tokenizer.stopIds);
+    for (const [min, max] of cases) {
+      const schema = {
+        type: 'string',
+        ...(min > 0 ? { minLength: min } : {}),
+        ...(max !== undefined ? { maxLength: max } : {}),
+      };
+      const spec = structuredSpec('test', { schema }) as { schema: object };
+      // xgrammar's form of the same language: its conversion of the pattern schema.ts writes.
+      const source = await api.Grammar.fromJSONSchema(JSON.stringify(spec.schema), false, -1);
+      const theirs = source.toString();
+      source.dispose();
+      const compile = (grammar: string) =>
+        compileGrammar('test', 'grammar', { kind: 'grammar', grammar }, target);
+      const [a, b] = [await compile(theirs), await compileGrammar('test', 'schema', spec as never, target)];
+      for (let w = 0; w < 4; w++) {
+        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
+        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
+        const ids: number[] = [];
+        try {
+          for (let step = 0; step < 40; step++) {
+            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
+            const where = `seed ${seed}, {${min},${max}}, after ${JSON.stringify(tokenizer.decode(ids))}`;
+            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
+            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+            const allowed: number[] = [];
+            for (let i = 0; i < maskA.length; i++) {
+              for (let word = maskA[i]! >>> 0; word !== 0; word &= word - 1) {
+                allowed.push(i * 32 + 31 - Math.clz32(word & -word));
+              }
+            }
+            const going = allowed.filter((id) => !stopIds.has(id));
+            if (going.length === 0 || (going.length < allowed.length && rand() < 0.2)) {
+              const text = tokenizer.decode(ids);
+              expect(
+                JSON.parse(text).length >= min && (max === undefined || [...JSON.parse(text)].length <= max),
+                where,
+              ).toBe(true);
+              break;
+            }
+            const id = going[Math.floor(rand() * going.length)]!;
+            expect(ma.acceptToken(id), where).toBe(true);
+            expect(mb.acceptToken(id), where).toBe(true);
+            ids.push(id);
+          }
+        } finally {
+          ma.dispose();
+          mb.dispose();
+        }
+      }
+    }
+  }, 240_000);
 });

@@ -12,8 +12,14 @@ import type {
 } from '@mlc-ai/web-xgrammar';
 import { QkValueError } from '@qk/ops';
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
-import { type EbnfFragment, finiteNumberEbnf, integerRangeEbnf, literalsEbnf } from './ebnf.js';
-import type { JsonSchema } from './schema.js';
+import {
+  boundedStringEbnf,
+  type EbnfFragment,
+  finiteNumberEbnf,
+  integerRangeEbnf,
+  literalsEbnf,
+} from './ebnf.js';
+import { type JsonSchema, PLAIN_CHAR } from './schema.js';
 import { loadXGrammar, type XGrammarInstance } from './xgrammar.js';
 
 /** What a constrained generation must produce. */
@@ -267,8 +273,18 @@ export async function compileGrammar(
   return (await byShape.get(shape)!).compile(op, param, spec);
 }
 
+/** `[min, max]` of a pattern schema.ts writes for string lengths (`^[^"\\…]{min,max}$`); else `undefined`. */
+function plainLengths(pattern: unknown): [number, number | undefined] | undefined {
+  const head = `^${PLAIN_CHAR}{`;
+  if (typeof pattern !== 'string' || !pattern.startsWith(head)) return undefined;
+  const counts = /^(\d+),(\d*)\}\$$/.exec(pattern.slice(head.length));
+  if (counts === null) return undefined;
+  return [Number(counts[1]), counts[2] === '' ? undefined : Number(counts[2])];
+}
+
 /**
- * `schema` with every `enum`, `const`, integer bounded on both sides (as schema.ts leaves every integer) and
+ * `schema` with every string of bounded length (the pattern schema.ts writes for `minLength`/`maxLength`), `enum`,
+ * `const`, integer bounded on both sides (as schema.ts leaves every integer) and
  * `number` without bounds, `anyOf` or `$ref` (as schema.ts leaves every unbounded number) replaced by a unique string
  * constant, and the EBNF each constant stands for (see ebnf.ts).
  */
@@ -289,6 +305,11 @@ export function withRangePlaceholders(schema: JsonSchema): {
     if (Array.isArray(n.enum) || n.const !== undefined) {
       const values = Array.isArray(n.enum) ? n.enum : [n.const];
       ranges.set(token, { expression: literalsEbnf(values.map((v) => JSON.stringify(v))), rules: [] });
+      return { const: token };
+    }
+    const lengths = n.type === 'string' ? plainLengths(n.pattern) : undefined;
+    if (lengths !== undefined) {
+      ranges.set(token, boundedStringEbnf(lengths[0], lengths[1], token));
       return { const: token };
     }
     if (n.type === 'integer' && typeof n.minimum === 'number' && typeof n.maximum === 'number') {

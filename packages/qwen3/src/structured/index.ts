@@ -26,7 +26,7 @@ export interface StructuredOptions {
    * Bound strings (`maxLength`, `pattern`, `enum`) and arrays (`maxItems`) where the text must fit in `maxTokens`: a
    * generation that reaches `maxTokens` first ends with `finishReason: 'length'` and incomplete JSON, as everywhere
    * else. Compiled once per distinct schema and tokenizer, on the main thread (a few ms to ~25 ms for typical
-   * schemas; each unit of a `maxLength` about 35 ms; see the README), nothing after.
+   * schemas; each unit of a `maxLength` about 20 ms; see the README), nothing after.
    */
   readonly schema?: JsonSchema;
   /**

@@ -21,7 +21,8 @@
  *   here; `integer` is dropped beside `number`, which includes it. Not with `enum`, `const`, `anyOf` or `$ref` on
  *   the same node: those are left as they were;
  * - string lengths become a pattern over the characters JSON lets stand unescaped: xgrammar's own length rule
- *   admits raw tabs and other control characters, which no JSON parser accepts;
+ *   admits raw tabs and other control characters, which no JSON parser accepts (grammar.ts writes that pattern's
+ *   grammar itself, ebnf.ts's `boundedStringEbnf`, for compile time);
  * - a `pattern` that could match `"`, `\` or a control character is refused: xgrammar writes pattern matches into
  *   the JSON text unescaped;
  * - `enum` and `const` are written by grammar.ts as a trie of their JSON texts: xgrammar 0.1.27's matcher
@@ -128,7 +129,7 @@ function splitTypes(node: Record<string, unknown>): Record<string, unknown>[] | 
 }
 
 /** The characters of a JSON string that need no escape, as a regex class. */
-const PLAIN_CHAR = '[^"\\\\\\u0000-\\u001f]';
+export const PLAIN_CHAR = '[^"\\\\\\u0000-\\u001f]';
 
 /**
  * The single-character atoms of a regex (escapes, classes, `.`, literals), skipping groups, anchors and
