@@ -7,7 +7,7 @@
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PRESETS } from '../src/config.js';
-import { boundedStringEbnf, fragmentGrammar, integerRangeEbnf } from '../src/structured/ebnf.js';
+import { boundedStringEbnf, fragmentGrammar, integerRangeEbnf, patternEbnf } from '../src/structured/ebnf.js';
 import {
   CHEAP_STRING_RULE,
   compileGrammar,
@@ -19,6 +19,7 @@ import { grammarTarget, structuredSpec } from '../src/structured/index.js';
 import { loadXGrammar } from '../src/structured/xgrammar.js';
 import { loadTokenizer } from '../src/tokenizer/index.js';
 import type { Qwen3Tokenizer } from '../src/types.js';
+import { allowedIds } from './support/constrained-sampler.js';
 import { seededRandom } from './support/random-schema.js';
 
 const config = PRESETS.tiny;
@@ -271,6 +272,127 @@ describe('strings of bounded length', () => {
               break;
             }
             const id = going[Math.floor(rand() * going.length)]!;
+            expect(ma.acceptToken(id), where).toBe(true);
+            expect(mb.acceptToken(id), where).toBe(true);
+            ids.push(id);
+          }
+        } finally {
+          ma.dispose();
+          mb.dispose();
+        }
+      }
+    }
+  }, 240_000);
+});
+
+describe('patterns', () => {
+  // Each with texts near its bounds; the brute force adds every short text over the alphabet.
+  const cases: [string, string[]][] = [
+    ['^[a-z][a-z0-9-]{0,15}$', ['a'.repeat(15), 'a'.repeat(16), 'a'.repeat(17), `a${'-9'.repeat(8)}`]],
+    ['^[a-z]{1,3}\\d?$', ['abc9', 'abcd', 'ab99']],
+    ['^(?:ab|c[0-9])+$', ['abc0ab', 'c9c9c9c9', 'abc']],
+    ['^(a|ab)c?$', ['abc', 'ac', 'abcc']],
+    ['[A-Z]{2}-\\d{3,}', ['ZA-000', 'ZA-0000000000', 'ZA-00']],
+    ['^x(yz){1,3}$', ['xyzyzyz', 'xyzyzyzyz', 'xyzy']],
+    ['^\\.[_a-z]*$', ['._', '.a_b', '..']],
+    ['^(?:x|y|)z{0,17}$', ['z'.repeat(17), `x${'z'.repeat(17)}`, 'z'.repeat(18)]],
+    ['^[^a-c"\\\\\\u0000-\\u001f]{2,9}\\w{3}$', ['zzzzzzzzz___', 'é中x___', 'zzzzzzzzzz___']],
+  ];
+
+  it('leave patterns outside the subset to xgrammar', () => {
+    for (const pattern of [
+      '^.{1,3}$',
+      '^[é中]$',
+      '^a*?$',
+      '^(?=a)a$',
+      '^\\bx$',
+      '^a$b',
+      '^[\\u00e9]$',
+      '^\\p{L}$',
+    ]) {
+      expect(patternEbnf(pattern, 'p'), pattern).toBeUndefined();
+    }
+    for (const [pattern] of cases) expect(patternEbnf(pattern, 'p'), pattern).toBeDefined();
+  });
+
+  it('accept exactly the strings the pattern matches in full: every text of up to 3 characters over an alphabet, and texts near the bounds', async () => {
+    const { api } = loadXGrammar();
+    const alphabet = ['a', 'b', 'c', 'z', 'x', 'y', 'A', 'Z', '0', '9', '-', '.', '_', 'é'];
+    const short = [''];
+    for (let layer = [''], n = 1; n <= 3; n++) {
+      layer = layer.flatMap((text) => alphabet.map((c) => text + c));
+      short.push(...layer);
+    }
+    for (const [pattern, near] of cases) {
+      const fragment = patternEbnf(pattern, 'p')!;
+      const ours = await api.Grammar.fromEBNF(fragmentGrammar(fragment));
+      const source = await api.Grammar.fromJSONSchema(JSON.stringify({ type: 'string', pattern }), false, -1);
+      const theirs = await api.Grammar.fromEBNF(source.toString());
+      source.dispose();
+      const regex = new RegExp(`^(?:${pattern.replace(/^\^/, '').replace(/\$$/, '')})$`, 'u');
+      const texts = [...short, ...near, ...near.map((t) => `${t}a`), ...near.map((t) => t.slice(1))];
+      let matched = 0;
+      for (const [i, text] of texts.entries()) {
+        const want = regex.test(text);
+        matched += want ? 1 : 0;
+        const json = JSON.stringify(text);
+        expect(await api.Testings.isGrammarAcceptString(ours, json), `${pattern} ${json}`).toBe(want);
+        // xgrammar's own conversion agrees (a sample: all of it would double the test's time).
+        if (i % 5 === 0 || i >= short.length) {
+          expect(await api.Testings.isGrammarAcceptString(theirs, json), `theirs: ${pattern} ${json}`).toBe(
+            want,
+          );
+        }
+        expect(await api.Testings.isGrammarAcceptString(ours, `${json}"`), `${pattern} ${json}"`).toBe(false);
+      }
+      expect(matched, pattern).toBeGreaterThan(0);
+      ours.dispose();
+      theirs.dispose();
+    }
+  }, 240_000);
+
+  it("give the same token masks as xgrammar's own conversion at every step of random paths", async () => {
+    const { api } = loadXGrammar();
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const stopIds = new Set(tokenizer.stopIds);
+    const quoting = new Set(
+      target.vocabulary.pieces.flatMap((piece, id) => (piece.includes('"') ? [id] : [])),
+    );
+    for (const [pattern] of cases) {
+      const schema = {
+        type: 'object',
+        properties: { p: { type: 'string', pattern }, n: { type: 'integer', minimum: 0, maximum: 9 } },
+        required: ['p', 'n'],
+        additionalProperties: false,
+      };
+      const spec = structuredSpec('test', { schema }) as { schema: object };
+      const source = await api.Grammar.fromJSONSchema(JSON.stringify(spec.schema), false, -1);
+      const theirs = source.toString();
+      source.dispose();
+      const a = await compileGrammar('test', 'grammar', { kind: 'grammar', grammar: theirs }, target);
+      const b = await compileGrammar('test', 'schema', spec as never, target);
+      const regex = new RegExp(pattern, 'u');
+      for (let w = 0; w < 4; w++) {
+        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
+        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
+        const ids: number[] = [];
+        try {
+          for (let step = 0; step < 60; step++) {
+            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
+            const where = `seed ${seed}, ${pattern}, after ${JSON.stringify(tokenizer.decode(ids))}`;
+            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
+            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+            const going = allowedIds(maskA, config.vocabSize).filter((id) => !stopIds.has(id));
+            if (going.length === 0) {
+              const value = JSON.parse(tokenizer.decode(ids));
+              expect(regex.test(value.p), where).toBe(true);
+              break;
+            }
+            // A third of the time a token that writes a quote, so the string ends and the path goes on past it.
+            const closing = going.filter((id) => quoting.has(id));
+            const from = closing.length > 0 && rand() < 0.3 ? closing : going;
+            const id = from[Math.floor(rand() * from.length)]!;
             expect(ma.acceptToken(id), where).toBe(true);
             expect(mb.acceptToken(id), where).toBe(true);
             ids.push(id);

@@ -18,6 +18,7 @@ import {
   finiteNumberEbnf,
   integerRangeEbnf,
   literalsEbnf,
+  patternEbnf,
 } from './ebnf.js';
 import { type JsonSchema, PLAIN_CHAR } from './schema.js';
 import { loadXGrammar, type XGrammarInstance } from './xgrammar.js';
@@ -283,7 +284,8 @@ function plainLengths(pattern: unknown): [number, number | undefined] | undefine
 }
 
 /**
- * `schema` with every string of bounded length (the pattern schema.ts writes for `minLength`/`maxLength`), `enum`,
+ * `schema` with every string of bounded length (the pattern schema.ts writes for `minLength`/`maxLength`), every
+ * other `pattern` in the subset ebnf.ts's `patternEbnf` converts, `enum`,
  * `const`, integer bounded on both sides (as schema.ts leaves every integer) and
  * `number` without bounds, `anyOf` or `$ref` (as schema.ts leaves every unbounded number) replaced by a unique string
  * constant, and the EBNF each constant stands for (see ebnf.ts).
@@ -310,6 +312,17 @@ export function withRangePlaceholders(schema: JsonSchema): {
     const lengths = n.type === 'string' ? plainLengths(n.pattern) : undefined;
     if (lengths !== undefined) {
       ranges.set(token, boundedStringEbnf(lengths[0], lengths[1], token));
+      return { const: token };
+    }
+    const own =
+      n.type === 'string' &&
+      typeof n.pattern === 'string' &&
+      lengths === undefined &&
+      ['anyOf', '$ref'].every((k) => n[k] === undefined)
+        ? patternEbnf(n.pattern, token)
+        : undefined;
+    if (own !== undefined) {
+      ranges.set(token, own);
       return { const: token };
     }
     if (n.type === 'integer' && typeof n.minimum === 'number' && typeof n.maximum === 'number') {
