@@ -5,8 +5,10 @@
 import { QkValueError } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
 import { megakernelEngineOptions } from '../src/engine/index.js';
+import { createLayeredEngine } from '../src/engine/layered.js';
 import type { MegakernelTuning } from '../src/engine/megakernel/tuning.js';
 import { loadQwen3 } from '../src/model.js';
+import { randomWeights, smallConfig } from './support/random-model.js';
 
 describe('megakernel options', () => {
   it('loadQwen3 refuses a bad tuning field before loading anything, naming it', async () => {
@@ -22,6 +24,22 @@ describe('megakernel options', () => {
       await expect(load).rejects.toThrow(`argument "${field}"`);
       await expect(load).rejects.toThrow(why);
     }
+  });
+
+  it('createLayeredEngine refuses the old megakernel flag instead of ignoring it', () => {
+    const config = smallConfig();
+    const weights = randomWeights(config, 1);
+    for (const flag of [true, false]) {
+      const options = { maxContext: 16, megakernel: flag } as Parameters<typeof createLayeredEngine>[2];
+      const call = () => createLayeredEngine(config, weights, options);
+      expect(call).toThrow(QkValueError);
+      expect(call).toThrow('argument "megakernel"');
+      expect(call).toThrow(/createMegakernelEngine/);
+    }
+    // Without it (the megakernel's own options are ignored: createEngine passes them to every engine) the first
+    // check is the device's, as these weights are on the CPU: the flag's check came before it.
+    const withSteps = { maxContext: 16, megakernelSteps: 8 } as Parameters<typeof createLayeredEngine>[2];
+    expect(() => createLayeredEngine(config, weights, withSteps)).toThrow(/needs its weights on "cuda"/);
   });
 
   it('loadQwen3 takes a good tuning object on an engine that ignores it', async () => {

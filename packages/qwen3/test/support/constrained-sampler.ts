@@ -5,8 +5,8 @@
  */
 import type { TokenConstraint } from '../../src/generation/constraint.js';
 
-/** The ids a mask allows, ascending. */
-export function allowedIds(mask: Uint32Array, vocabSize: number): number[] {
+/** The ids a mask allows, ascending (xgrammar hands masks out as Int32Array; the bit operations are the same). */
+export function allowedIds(mask: Uint32Array | Int32Array, vocabSize: number): number[] {
   const ids: number[] = [];
   for (let w = 0; w < mask.length; w++) {
     let word = mask[w]!;
