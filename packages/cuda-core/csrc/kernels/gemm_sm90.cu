@@ -482,7 +482,8 @@ struct Config {
 // Split-K cost terms, in units of one K block of one tile: the fixed cost of a split launch (partials written and
 // read back, the ticket's round trip, the last unit's reduction on the critical path) and the cost of each further
 // slice. Fitted to one H200 sweep of every tile config × 1–16 slices over the Qwen3-0.6B/8B projections at M 2–512
-// (GEMM_SM90.md): the pick is within 4% of the best measured on average and never slower than the unsplit pick.
+// (GEMM_SM90.md): with the narrow-tile rule of pick_config, the pick is within 2% of the best measured on average
+// (worst 90%) and never slower than the unsplit pick.
 constexpr double kSplitFixedCost = 16.0;
 constexpr double kSplitReadCost = 2.0;
 constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least

@@ -1,6 +1,8 @@
 // The process-wide split-K workspace: fp32 partial tiles and per-tile tickets shared by the kernels that split K
 // (the small-M linear, gemm_skinny.cu; the Hopper GEMM, gemm_sm90.cu). The process drives one device and launches
-// on one stream, so launches that use it are ordered; each leaves its tickets at zero for the next.
+// on one stream, so launches that use it are ordered; each leaves its tickets at zero for the next. A CUDA graph
+// that captured such a launch keeps the workspace's address, which growing it later frees: the engines capture only
+// their M = 1 decode steps, which never split K (the GEMV kernels).
 #pragma once
 #include <cuda_runtime.h>
 
