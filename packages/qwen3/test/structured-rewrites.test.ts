@@ -39,6 +39,46 @@ const ESCAPE_RULE =
 // biome-ignore lint/suspicious/noControlCharactersInRegex: excluding control characters is the point.
 const JSON_STRING = /^"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})*"$/;
 
+type Compiled = Awaited<ReturnType<typeof compileGrammar>>;
+
+/**
+ * One random path through two compiled forms of one language (xgrammar's `a`, our rewrite `b`) in lockstep, from
+ * fresh matchers: at each of up to `maxSteps` steps the two token masks must be equal word for word; `next` gets the
+ * ids the mask allows, the ids so far and the step's label, and returns the id both must accept, or null to end the
+ * path (after checking the finished text). Returns the steps whose masks were compared.
+ */
+async function walkInLockstep(
+  a: Compiled,
+  b: Compiled,
+  maxSteps: number,
+  label: string,
+  next: (allowed: number[], ids: readonly number[], where: string) => number | null,
+): Promise<number> {
+  const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
+  const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
+  const ids: number[] = [];
+  let steps = 0;
+  try {
+    for (let step = 0; step < maxSteps; step++) {
+      const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
+      const where = `${label}, after ${JSON.stringify(tokenizer.decode(ids))}`;
+      expect(maskB.length, where).toBe(maskA.length);
+      const differs = maskA.findIndex((word, i) => word !== maskB[i]);
+      expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+      steps++;
+      const id = next(allowedIds(maskA, maskA.length * 32), ids, where);
+      if (id === null) break;
+      expect(ma.acceptToken(id), where).toBe(true);
+      expect(mb.acceptToken(id), where).toBe(true);
+      ids.push(id);
+    }
+  } finally {
+    ma.dispose();
+    mb.dispose();
+  }
+  return steps;
+}
+
 describe('the free-string rule', () => {
   it("replaces the converter's rule in a schema's grammar", async () => {
     const { api } = loadXGrammar();
@@ -120,43 +160,26 @@ describe('the free-string rule', () => {
         compileGrammar('test', 'grammar', { kind: 'grammar', grammar }, target);
       const [a, b] = [await compile(theirs), await compile(ours)];
       for (let w = 0; w < 8; w++) {
-        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
-        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
-        const ids: number[] = [];
-        try {
-          for (let step = 0; step < 80; step++) {
-            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
-            const where = `seed ${seed}, ${JSON.stringify(schema)}, after ${JSON.stringify(tokenizer.decode(ids))}`;
-            expect(maskB.length, where).toBe(maskA.length);
-            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
-            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
-            steps++;
-            const allowed: number[] = [];
-            for (let i = 0; i < maskA.length; i++) {
-              for (let word = maskA[i]! >>> 0; word !== 0; word &= word - 1) {
-                allowed.push(i * 32 + 31 - Math.clz32(word & -word));
-              }
-            }
+        steps += await walkInLockstep(
+          a,
+          b,
+          80,
+          `seed ${seed}, ${JSON.stringify(schema)}`,
+          (allowed, ids, where) => {
             const stops = allowed.filter((id) => stopIds.has(id));
             if (stops.length > 0 && (stops.length === allowed.length || rand() < 0.3)) {
               ended++;
               const value = JSON.parse(tokenizer.decode(ids));
               expect(ajv.validate(schema, value), where).toBe(true);
-              break;
+              return null;
             }
             // Half the time a token that writes a quote, so strings end and the paths go on past them.
             const going = allowed.filter((id) => !stopIds.has(id));
             const closing = going.filter((id) => quoting.has(id));
             const from = closing.length > 0 && rand() < 0.5 ? closing : going;
-            const id = from[Math.floor(rand() * from.length)]!;
-            expect(ma.acceptToken(id), where).toBe(true);
-            expect(mb.acceptToken(id), where).toBe(true);
-            ids.push(id);
-          }
-        } finally {
-          ma.dispose();
-          mb.dispose();
-        }
+            return from[Math.floor(rand() * from.length)]!;
+          },
+        );
       }
     }
     expect(steps).toBeGreaterThan(200);
@@ -247,39 +270,18 @@ describe('strings of bounded length', () => {
         compileGrammar('test', 'grammar', { kind: 'grammar', grammar }, target);
       const [a, b] = [await compile(theirs), await compileGrammar('test', 'schema', spec as never, target)];
       for (let w = 0; w < 4; w++) {
-        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
-        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
-        const ids: number[] = [];
-        try {
-          for (let step = 0; step < 40; step++) {
-            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
-            const where = `seed ${seed}, {${min},${max}}, after ${JSON.stringify(tokenizer.decode(ids))}`;
-            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
-            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
-            const allowed: number[] = [];
-            for (let i = 0; i < maskA.length; i++) {
-              for (let word = maskA[i]! >>> 0; word !== 0; word &= word - 1) {
-                allowed.push(i * 32 + 31 - Math.clz32(word & -word));
-              }
-            }
-            const going = allowed.filter((id) => !stopIds.has(id));
-            if (going.length === 0 || (going.length < allowed.length && rand() < 0.2)) {
-              const text = tokenizer.decode(ids);
-              expect(
-                JSON.parse(text).length >= min && (max === undefined || [...JSON.parse(text)].length <= max),
-                where,
-              ).toBe(true);
-              break;
-            }
-            const id = going[Math.floor(rand() * going.length)]!;
-            expect(ma.acceptToken(id), where).toBe(true);
-            expect(mb.acceptToken(id), where).toBe(true);
-            ids.push(id);
+        await walkInLockstep(a, b, 40, `seed ${seed}, {${min},${max}}`, (allowed, ids, where) => {
+          const going = allowed.filter((id) => !stopIds.has(id));
+          if (going.length === 0 || (going.length < allowed.length && rand() < 0.2)) {
+            const text = tokenizer.decode(ids);
+            expect(
+              JSON.parse(text).length >= min && (max === undefined || [...JSON.parse(text)].length <= max),
+              where,
+            ).toBe(true);
+            return null;
           }
-        } finally {
-          ma.dispose();
-          mb.dispose();
-        }
+          return going[Math.floor(rand() * going.length)]!;
+        });
       }
     }
   }, 240_000);
@@ -374,33 +376,18 @@ describe('patterns', () => {
       const b = await compileGrammar('test', 'schema', spec as never, target);
       const regex = new RegExp(pattern, 'u');
       for (let w = 0; w < 4; w++) {
-        const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
-        const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
-        const ids: number[] = [];
-        try {
-          for (let step = 0; step < 60; step++) {
-            const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
-            const where = `seed ${seed}, ${pattern}, after ${JSON.stringify(tokenizer.decode(ids))}`;
-            const differs = maskA.findIndex((word, i) => word !== maskB[i]);
-            expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
-            const going = allowedIds(maskA, config.vocabSize).filter((id) => !stopIds.has(id));
-            if (going.length === 0) {
-              const value = JSON.parse(tokenizer.decode(ids));
-              expect(regex.test(value.p), where).toBe(true);
-              break;
-            }
-            // A third of the time a token that writes a quote, so the string ends and the path goes on past it.
-            const closing = going.filter((id) => quoting.has(id));
-            const from = closing.length > 0 && rand() < 0.3 ? closing : going;
-            const id = from[Math.floor(rand() * from.length)]!;
-            expect(ma.acceptToken(id), where).toBe(true);
-            expect(mb.acceptToken(id), where).toBe(true);
-            ids.push(id);
+        await walkInLockstep(a, b, 60, `seed ${seed}, ${pattern}`, (allowed, ids, where) => {
+          const going = allowed.filter((id) => id < config.vocabSize && !stopIds.has(id));
+          if (going.length === 0) {
+            const value = JSON.parse(tokenizer.decode(ids));
+            expect(regex.test(value.p), where).toBe(true);
+            return null;
           }
-        } finally {
-          ma.dispose();
-          mb.dispose();
-        }
+          // A third of the time a token that writes a quote, so the string ends and the path goes on past it.
+          const closing = going.filter((id) => quoting.has(id));
+          const from = closing.length > 0 && rand() < 0.3 ? closing : going;
+          return from[Math.floor(rand() * from.length)]!;
+        });
       }
     }
   }, 240_000);
