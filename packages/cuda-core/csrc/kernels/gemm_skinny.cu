@@ -561,8 +561,8 @@ cudaError_t launch_gemm_skinny(const SkinnyArgs& a, cudaStream_t stream, int spl
 }
 
 int64_t skinny_max_dense_m() {
-  // On Hopper the split-K wgmma GEMM beats this kernel from 17 rows (an H200 sum over the eight Qwen3-0.6B/8B
-  // projections at M = 24: 203 µs against 226; at M = 16 this kernel wins, 165 against 206).
+  // On Hopper the wgmma GEMM beats this kernel from 17 rows at every width, and below that on wide projections
+  // (launch_linear asks gemm_sm90_takes_small_m); this kernel keeps narrow ones up to 16 rows (GEMM_SM90.md).
   return compute_capability() == 90 ? kSkinnyMaxDenseMHopper : kSkinnyMaxDenseM;
 }
 

@@ -38,8 +38,9 @@ struct SkinnyArgs {
 /**
  * The M range in which launch_linear and the quantized linears prefer this kernel: from kSkinnyMinM rows up (the
  * GEMV kernels below), to `skinny_max_dense_m()` rows for dense W (the tiled GEMMs above): kSkinnyMaxDenseM, or
- * kSkinnyMaxDenseMHopper where the Hopper GEMM with split K takes over; quantized W has no tiled kernel, so it
- * stays here at every M from kSkinnyMinM. Chosen from measurements (GEMM_SKINNY.md, GEMM_SM90.md).
+ * kSkinnyMaxDenseMHopper where the Hopper GEMM with split K takes over (on Hopper, projections of at least
+ * kGemmSm90SmallMinCols columns go to that GEMM's swapped form from 2 rows: launch_linear); quantized W has no tiled
+ * kernel, so it stays here at every M from kSkinnyMinM. Chosen from measurements (GEMM_SKINNY.md, GEMM_SM90.md).
  */
 constexpr int64_t kSkinnyMinM = 2;
 constexpr int64_t kSkinnyMaxDenseM = 32;

@@ -6,7 +6,9 @@
 // each stage signalled by a "full" mbarrier (transaction bytes) and handed back through an "empty" mbarrier.
 // Warpgroups 1 and 2 consume with wgmma straight from the swizzled stages, either sharing each tile (64 rows
 // each) or taking alternate tiles (ping-pong) so that one's epilogue runs under the other's main loop. The
-// epilogue (bias, activation) runs from registers with masked stores. GEMM_SM90.md has the reasoning and the
+// epilogue (bias, activation) runs from registers with masked stores. Up to 64 rows the operands swap (the weight
+// on wgmma's M, the tokens on an N of 16/32/64, outputs stored transposed). Launched with PDL: each block asks L2
+// for its first weight boxes before it waits for the previous kernel. GEMM_SM90.md has the reasoning and the
 // measurements.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -39,13 +41,15 @@ template <int BN>
 constexpr int stage_bytes() {
   return (kBM + BN) * kBK * 2;
 }
-template <int BN>
+// The swapped form's stages are small (16 KB of weight and BN token rows): a deeper ring keeps more of the weight
+// in flight.
+template <int BN, bool SW = false>
 constexpr int stages() {
-  return std::min(8, kSmemBudget / stage_bytes<BN>());
+  return std::min(SW ? 12 : 8, kSmemBudget / stage_bytes<BN>());
 }
-template <int BN>
+template <int BN, bool SW = false>
 constexpr int smem_bytes() {
-  return stages<BN>() * stage_bytes<BN>() + 1024 + (2 * stages<BN>() + 2) * 8 + 2 * 2 * BN * 4;
+  return stages<BN, SW>() * stage_bytes<BN>() + 1024 + (2 * stages<BN, SW>() + 2) * 8 + 2 * 2 * BN * 4;
 }
 
 #ifdef QK_SM90A
@@ -111,16 +115,27 @@ using Pair = typename std::conditional<std::is_same_v<T, __nv_bfloat16>, __nv_bf
  * to its slot of `partials` in fragment order and takes the tile's ticket; the unit that takes the last ticket adds
  * the slices in slice order (deterministic whichever arrives last), resets the ticket and runs the epilogue.
  */
-template <typename T, int BN, bool PP, Activation A>
+/**
+ * SW (swapped operands, small M): the weight is the wgmma A operand and the activations the B operand, so a tile
+ * is kBM weight rows (output columns) × BN tokens, with BN as small as 16; wgmma's fixed M of 64 then falls on the
+ * weight instead of on a mostly zero-filled block of token rows, and a stage carries 16 KB of weight and only BN
+ * rows of activations. Always ping-pong. With SwiGLU the A stage holds 64 gate rows and the 64 up rows of the same
+ * outputs (two boxes), so each thread holds a gate value in half 0 and its up value at the same place in half 1.
+ * The epilogue stores the transposed fragments: out[token][column].
+ */
+template <typename T, int BN, bool PP, Activation A, bool SW>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_up, T* __restrict__ out, const T* __restrict__ bias,
                      int M, int N, int K, int group_m, int paired_stores, float* __restrict__ partials,
-                     unsigned* __restrict__ tickets, int splits, int kb_per_split) {
+                     unsigned* __restrict__ tickets, int splits, int kb_per_split, int prefetch,
+                     int issue_group) {
 #ifdef QK_SM90A
   constexpr bool kGlu = A == Activation::Swiglu;
-  constexpr int TN = kGlu ? BN / 2 : BN;  // output columns per tile
-  constexpr int S = stages<BN>();
+  static_assert(!SW || PP, "the swapped form is ping-pong");
+  constexpr int TM = SW && kGlu ? kBM / 2 : kBM;  // A rows per tile: token rows, or weight rows (outputs) when SW
+  constexpr int TN = !SW && kGlu ? BN / 2 : BN;   // B rows per tile: output columns, or tokens when SW
+  constexpr int S = stages<BN, SW>();
   constexpr int kTileA = kBM * kBK;  // elements
   constexpr int kTileB = BN * kBK;
   constexpr int kHalves = PP ? 2 : 1;  // m64 slices per consumer warpgroup
@@ -135,8 +150,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* turn = empty + S;  // ping-pong: turn[c] passes the main loop to consumer c
   float* bias_smem = reinterpret_cast<float*>(turn + 2);  // [consumer][2 tiles in flight][BN]
 
-  const int m_blocks = (M + kBM - 1) / kBM;
-  const int n_blocks = (N + TN - 1) / TN;
+  const int m_blocks = ((SW ? N : M) + TM - 1) / TM;
+  const int n_blocks = ((SW ? M : N) + TN - 1) / TN;
   const int tiles = m_blocks * n_blocks;
   const int k_blocks = (K + kBK - 1) / kBK;
   const int units = tiles * splits;
@@ -153,18 +168,37 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Make the initialised barriers visible to the copy engine before any TMA names them.
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+    if constexpr (kGlu) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_up)) : "memory");
+    }
+    // Launched with PDL (launch.cuh): until the previous kernel completes, only L2 prefetches. The weight's first
+    // boxes for this block's first unit start streaming under that kernel's tail.
+    if (static_cast<int>(blockIdx.x) < units) {
+      const int tile = static_cast<int>(blockIdx.x) % tiles;
+      const int kb0 = (static_cast<int>(blockIdx.x) / tiles) * kb_per_split;
+      const int kb1 = min(kb0 + min(kb_per_split, prefetch), k_blocks);
+      int mb, nb;
+      tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
+      for (int kb = kb0; kb < kb1; kb++) {
+        if constexpr (SW) {
+          tma_prefetch_2d(&map_a, kb * kBK, mb * TM);
+          if constexpr (kGlu) tma_prefetch_2d(&map_up, kb * kBK, mb * TM);
+        } else {
+          tma_prefetch_2d(&map_b, kb * kBK, nb * TN);
+          if constexpr (kGlu) tma_prefetch_2d(&map_up, kb * kBK, nb * TN);
+        }
+      }
+    }
   }
   __syncthreads();
+  grid_dependency_wait();
 
   if (wg == 0) {
     // The producer needs few registers; giving them up lets each consumer hold 128 fp32 accumulators.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-      if constexpr (kGlu) {
-        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_up)) : "memory");
-      }
       int stage = 0;
       uint32_t phase = 0;
       for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
@@ -174,11 +208,29 @@ __global__ void __launch_bounds__(kThreads, 1)
         int mb, nb;
         tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
         for (int kb = kb0; kb < kb1; kb++) {
+          // Loads go out in groups of `issue_group` consecutive K blocks: wait for the group's stages to be free,
+          // then issue them back to back, so each weight row is read in one longer run. A consumer holds one stage
+          // until its next lands, so a group of more than S - 2 stages could wait forever (the host caps it).
           // A fresh barrier counts as having completed the phase before its first, so the first lap never waits.
-          mbar_wait(&empty[stage], phase ^ 1);
+          if ((kb - kb0) % issue_group == 0) {
+            int st = stage;
+            uint32_t ph = phase;
+            for (int g = 0; g < issue_group && kb + g < kb1; g++) {
+              mbar_wait(&empty[st], ph ^ 1);
+              if (++st == S) {
+                st = 0;
+                ph ^= 1;
+              }
+            }
+          }
           mbar_expect_tx(&full[stage], kStageTx);
-          tma_load_2d(sa + stage * kTileA, &map_a, kb * kBK, mb * kBM, &full[stage]);
-          if constexpr (kGlu) {
+          if constexpr (SW && kGlu) {
+            tma_load_2d(sa + stage * kTileA, &map_a, kb * kBK, mb * TM, &full[stage]);
+            tma_load_2d(sa + stage * kTileA + TM * kBK, &map_up, kb * kBK, mb * TM, &full[stage]);
+          } else {
+            tma_load_2d(sa + stage * kTileA, &map_a, kb * kBK, mb * kBM, &full[stage]);
+          }
+          if constexpr (kGlu && !SW) {
             tma_load_2d(sb + stage * kTileB, &map_b, kb * kBK, nb * TN, &full[stage]);
             tma_load_2d(sb + stage * kTileB + TN * kBK, &map_up, kb * kBK, nb * TN, &full[stage]);
           } else {
@@ -191,6 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    allow_dependents_launch();
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int consumer = wg - 1;
@@ -224,7 +277,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       // loop; after it they go through shared memory to the threads whose fragments need them.
       constexpr int kBiasPerThread = (BN + 127) / 128;
       T bias_raw[kBiasPerThread];
-      if (bias != nullptr) {
+      T bias_sw[2][2];  // SW: the bias of this thread's four output columns (two per half)
+      if (SW && !kGlu && bias != nullptr) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int col = mb * kBM + h * 64 + warp * 16 + (lane >> 2) + 8 * r;
+            bias_sw[h][r] = col < N ? bias[col] : from_float<T>(0.f);
+          }
+      } else if (!SW && bias != nullptr) {
 #pragma unroll
         for (int i = 0; i < kBiasPerThread; i++) {
           const int col = nb * BN + t + 128 * i;
@@ -337,6 +399,39 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 
+      if constexpr (SW) {
+        // Fragment rows are output columns and fragment columns tokens: per 8-column group j, this thread holds
+        // tokens 8j + 2 (lane % 4) + {0, 1} of output columns (lane / 4) and (lane / 4 + 8) of its warp's 16.
+        const int tok0 = nb * BN + 2 * (lane & 3);
+#pragma unroll
+        for (int h = 0; h < (kGlu ? 1 : 2); h++)
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int col = mb * TM + h * 64 + warp * 16 + (lane >> 2) + 8 * r;
+            if (col >= N) continue;
+            float b = 0.f;
+            if constexpr (!kGlu) {
+              if (bias != nullptr) b = to_float(bias_sw[h][r]);
+            }
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+              for (int e = 0; e < 2; e++) {
+                const int tok = tok0 + 8 * j + e;
+                if (tok >= M) continue;
+                const int i = 4 * j + 2 * r + e;
+                float v;
+                if constexpr (kGlu) {
+                  v = fast_activate<Activation::Silu>(acc[0][i]) * acc[1][i];
+                } else {
+                  v = fast_activate<A>(acc[h][i] + b);
+                }
+                out[static_cast<int64_t>(tok) * N + col] = from_float<T>(v);
+              }
+          }
+        continue;
+      }
+
       float* tile_bias = bias_smem + (consumer * 2 + (seq & 1)) * BN;
       if (bias != nullptr) {
         // Double-buffered by tile parity: one barrier per tile then keeps a fast warp's writes for the next
@@ -402,6 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+    allow_dependents_launch();
   }
 #else
   __trap();
@@ -425,10 +521,17 @@ cudaError_t encode_operand(CUtensorMap* map, DType dtype, const void* base, int6
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int BN, bool PP, Activation A>
-cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream) {
-  auto kernel = gemm_sm90_kernel<T, BN, PP, A>;
-  constexpr int smem = smem_bytes<BN>();
+/** Output tiles of one launch: 128 × BN, or with SwiGLU 128 × BN / 2; swapped, 128 (SwiGLU: 64) columns × BN tokens. */
+int64_t tile_count(int64_t m, int64_t n, int bn, bool glu, bool swapped) {
+  if (swapped) return ((n + (glu ? kBM / 2 : kBM) - 1) / (glu ? kBM / 2 : kBM)) * ((m + bn - 1) / bn);
+  const int tn = glu ? bn / 2 : bn;
+  return ((m + kBM - 1) / kBM) * ((n + tn - 1) / tn);
+}
+
+template <typename T, int BN, bool PP, Activation A, bool SW = false>
+cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, int prefetch, int issue_group) {
+  auto kernel = gemm_sm90_kernel<T, BN, PP, A, SW>;
+  constexpr int smem = smem_bytes<BN, SW>();
   static bool opted_in = false;
   if (!opted_in) {
     QK_RETURN_IF_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -437,18 +540,25 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream) 
   constexpr bool kGlu = A == Activation::Swiglu;
   constexpr int TN = kGlu ? BN / 2 : BN;
   CUtensorMap map_a, map_b, map_up;
-  QK_RETURN_IF_ERROR(encode_operand(&map_a, g.dtype, g.a, g.m, g.k, kBM));
-  QK_RETURN_IF_ERROR(encode_operand(&map_b, g.dtype, g.b, g.n, g.k, TN));
+  // Swapped: the weight is operand A (kBM rows per box, or 64 gate and 64 up rows) and the activations operand B.
+  const void* a = SW ? g.b : g.a;
+  const void* b = SW ? g.a : g.b;
+  const int64_t a_rows = SW ? g.n : g.m;
+  const int64_t b_rows = SW ? g.m : g.n;
+  const int a_box = SW && kGlu ? kBM / 2 : kBM;
+  const int b_box = SW ? BN : TN;
+  QK_RETURN_IF_ERROR(encode_operand(&map_a, g.dtype, a, a_rows, g.k, a_box));
+  QK_RETURN_IF_ERROR(encode_operand(&map_b, g.dtype, b, b_rows, g.k, b_box));
   if (kGlu) {
-    // The up rows start N rows into b: 16-byte aligned, since K is a multiple of 8 (gemm_sm90_supports).
+    // The up rows start N rows into the weight: 16-byte aligned, since K is a multiple of 8 (gemm_sm90_supports).
     const void* up = static_cast<const unsigned char*>(g.b) + g.n * g.k * 2;
-    QK_RETURN_IF_ERROR(encode_operand(&map_up, g.dtype, up, g.n, g.k, TN));
+    QK_RETURN_IF_ERROR(encode_operand(&map_up, g.dtype, up, g.n, g.k, SW ? a_box : b_box));
   } else {
     map_up = map_b;
   }
   int sms = 0;
   QK_RETURN_IF_ERROR(sm_count(&sms));
-  const int64_t tiles = ((g.m + kBM - 1) / kBM) * ((g.n + TN - 1) / TN);
+  const int64_t tiles = tile_count(g.m, g.n, BN, kGlu, SW);
   const int k_blocks = static_cast<int>((g.k + kBK - 1) / kBK);
   // Equal slices of whole K blocks; the count is recomputed so that none is empty.
   splits = std::max(1, std::min(splits, k_blocks));
@@ -466,11 +576,10 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream) 
   const int64_t units = tiles * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(units, sms));
   const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
-  kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_up, static_cast<T*>(g.out),
-                                           static_cast<const T*>(g.bias), static_cast<int>(g.m),
-                                           static_cast<int>(g.n), static_cast<int>(g.k), group_m, paired,
-                                           ws.partials, ws.tickets, splits, kb_per_split);
-  return cudaGetLastError();
+  return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, map_a, map_b, map_up, static_cast<T*>(g.out),
+                       static_cast<const T*>(g.bias), static_cast<int>(g.m), static_cast<int>(g.n),
+                       static_cast<int>(g.k), group_m, paired, ws.partials, ws.tickets, splits, kb_per_split,
+                       prefetch, std::max(1, std::min(issue_group, stages<BN, SW>() - 2)));
 }
 
 struct Config {
@@ -488,6 +597,12 @@ constexpr double kSplitFixedCost = 16.0;
 constexpr double kSplitReadCost = 2.0;
 constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least
 constexpr int kMaxSplits = 16;
+// Weight boxes each block asks L2 for before its PDL wait, and the swapped form's load groups (K blocks issued back to
+// back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by ~2% and the whole ring by ~3%; groups of 2–4
+// beat single loads by ~3%, groups of 8 lose 5%. The unswapped form keeps single loads (groups of 4 lost 8% on the
+// 8B gate+up at M = 4,096).
+constexpr int kPrefetchBoxes = 2;
+constexpr int kSwapIssueGroup = 4;
 
 /** Estimated cost of a tile width with `splits` K slices: rounds of the persistent grid × K blocks per unit. */
 double split_cost(int64_t tiles, int k_blocks, int splits, int sms) {
@@ -499,9 +614,8 @@ double split_cost(int64_t tiles, int k_blocks, int splits, int sms) {
   return cost;
 }
 
-/** K slices for one tile width: 1 unless the tiles leave SMs idle and slicing K lowers the estimated cost. */
-int pick_splits(int64_t m, int64_t n, int64_t k, int bn, int sms) {
-  const int64_t tiles = ((m + kBM - 1) / kBM) * ((n + bn - 1) / bn);
+/** K slices for a launch of `tiles` tiles: 1 unless they leave SMs idle and slicing K lowers the estimated cost. */
+int pick_splits_tiles(int64_t tiles, int64_t k, int sms) {
   const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
   if (tiles >= sms) return 1;
   int best = 1;
@@ -514,6 +628,11 @@ int pick_splits(int64_t m, int64_t n, int64_t k, int bn, int sms) {
     }
   }
   return best;
+}
+
+/** K slices for one tile width of the unswapped form (n counts the columns of the [M, 2N] projection with SwiGLU). */
+int pick_splits(int64_t m, int64_t n, int64_t k, int bn, int sms) {
+  return pick_splits_tiles(((m + kBM - 1) / kBM) * ((n + bn - 1) / bn), k, sms);
 }
 
 /**
@@ -558,18 +677,32 @@ cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stre
   QK_RETURN_IF_ERROR(sm_count(&sms));
   // SwiGLU tiles are the tiles of the [M, 2N] projection, paired: the same cost model applies.
   const int64_t cols = A == Activation::Swiglu ? 2 * g.n : g.n;
+  const int group_m = opt.group_m > 0 ? opt.group_m : 8;
+  const int prefetch = opt.prefetch >= 0 ? opt.prefetch : kPrefetchBoxes;
+  if (opt.swap > 0 || (opt.swap == 0 && opt.bn == 0 && g.m <= kGemmSm90SwapMaxM)) {
+    // Few tokens: the swapped form, with the narrowest token tile that holds them.
+    const int bn = opt.bn != 0 ? opt.bn : g.m <= 16 ? 16 : g.m <= 32 ? 32 : 64;
+    const bool glu = A == Activation::Swiglu;
+    const int splits =
+        opt.splits > 0 ? opt.splits : pick_splits_tiles(tile_count(g.m, g.n, bn, glu, true), g.k, sms);
+    const int issue_group = opt.issue_group > 0 ? opt.issue_group : kSwapIssueGroup;
+    if (bn == 16) return go<T, 16, true, A, true>(g, group_m, splits, stream, prefetch, issue_group);
+    if (bn == 32) return go<T, 32, true, A, true>(g, group_m, splits, stream, prefetch, issue_group);
+    if (bn == 64) return go<T, 64, true, A, true>(g, group_m, splits, stream, prefetch, issue_group);
+    return cudaErrorInvalidValue;
+  }
   Config c = pick_config(g.m, cols, g.k, sms);
   if (opt.bn != 0) c = Config{opt.bn, opt.pingpong != 0, 1};
   if (opt.bn != 0 || opt.splits > 0) {
     c.splits = opt.splits > 0 ? opt.splits : pick_splits(g.m, cols, g.k, c.bn, sms);
   }
-  const int group_m = opt.group_m > 0 ? opt.group_m : 8;
+  const int issue_group = opt.issue_group > 0 ? opt.issue_group : 1;
   if (c.pingpong) {
-    if (c.bn == 128) return go<T, 128, true, A>(g, group_m, c.splits, stream);
-    if (c.bn == 64) return go<T, 64, true, A>(g, group_m, c.splits, stream);
+    if (c.bn == 128) return go<T, 128, true, A>(g, group_m, c.splits, stream, prefetch, issue_group);
+    if (c.bn == 64) return go<T, 64, true, A>(g, group_m, c.splits, stream, prefetch, issue_group);
   } else {
-    if (c.bn == 256) return go<T, 256, false, A>(g, group_m, c.splits, stream);
-    if (c.bn == 128) return go<T, 128, false, A>(g, group_m, c.splits, stream);
+    if (c.bn == 256) return go<T, 256, false, A>(g, group_m, c.splits, stream, prefetch, issue_group);
+    if (c.bn == 128) return go<T, 128, false, A>(g, group_m, c.splits, stream, prefetch, issue_group);
   }
   return cudaErrorInvalidValue;
 }
@@ -603,6 +736,10 @@ bool gemm_sm90_supports(const GemmArgs& g) {
 }
 
 bool gemm_sm90_applies(const GemmArgs& g) { return g.m >= kGemmSm90MinM && gemm_sm90_supports(g); }
+
+bool gemm_sm90_takes_small_m(const GemmArgs& g, int64_t cols) {
+  return cols >= kGemmSm90SmallMinCols && gemm_sm90_applies(g);
+}
 
 cudaError_t launch_gemm_sm90(const GemmArgs& g, cudaStream_t stream, const GemmSm90Options& opt) {
   if (!gemm_sm90_supports(g)) return cudaErrorInvalidValue;

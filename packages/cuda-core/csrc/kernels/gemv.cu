@@ -650,22 +650,22 @@ cudaError_t launch_linear(const LinearArgs& a, cudaStream_t stream) {
   s.k = a.k;
   s.n = a.n;
   s.act = a.act;
+  GemmArgs g{};
+  g.dtype = a.dtype;
+  g.out = a.out;
+  g.a = a.x;
+  g.b = a.weight;
+  g.bias = a.bias;
+  g.m = a.m;
+  g.n = a.n;
+  g.k = a.k;
+  g.act = a.act;
+  // On Hopper, wide projections go to the wgmma kernel's swapped form even within the small-M linear's rows.
+  if (a.m > 1 && a.m <= skinny_max_dense_m() && gemm_sm90_takes_small_m(g, a.n)) return launch_gemm_sm90(g, stream);
   bool launched = false;
   const cudaError_t skinny = try_gemm_skinny(s, stream, &launched);
   if (launched) return skinny;
-  if (a.m > kGemvMaxM) {
-    GemmArgs g{};
-    g.dtype = a.dtype;
-    g.out = a.out;
-    g.a = a.x;
-    g.b = a.weight;
-    g.bias = a.bias;
-    g.m = a.m;
-    g.n = a.n;
-    g.k = a.k;
-    g.act = a.act;
-    return launch_gemm(g, stream);
-  }
+  if (a.m > kGemvMaxM) return launch_gemm(g, stream);
   QK_DISPATCH_FLOAT(a.dtype, T, {
     const GemvParams<T> p = make_params<T>(a.out, a.x, a.weight, a.bias, a.m, a.k, a.n);
     switch (a.act) {
@@ -688,8 +688,6 @@ cudaError_t launch_linear_swiglu(const LinearArgs& a, cudaStream_t stream, bool*
     *launched = true;
     return cudaSuccess;
   }
-  // Up to skinny_max_dense_m() rows the small-M linear streams the weight once per 16–64 rows; keep it there.
-  if (a.m <= skinny_max_dense_m()) return cudaSuccess;
   GemmArgs g{};
   g.dtype = a.dtype;
   g.out = a.out;
@@ -700,6 +698,9 @@ cudaError_t launch_linear_swiglu(const LinearArgs& a, cudaStream_t stream, bool*
   g.n = a.n;
   g.k = a.k;
   g.act = Activation::Swiglu;
+  // Up to skinny_max_dense_m() rows the small-M linear (and a SwiGLU kernel) keeps narrow projections: its fixed
+  // cost is lower. Wide ones go to the wgmma kernel's swapped form, SwiGLU fused.
+  if (a.m <= skinny_max_dense_m() && !(a.m > 1 && gemm_sm90_takes_small_m(g, 2 * a.n))) return cudaSuccess;
   if (!gemm_sm90_applies(g)) return cudaSuccess;
   *launched = true;
   return launch_gemm_sm90(g, stream);

@@ -37,8 +37,8 @@ cudaError_t launch_linear(const LinearArgs& args, cudaStream_t stream);
 /**
  * `out[M, N] = silu(x · gateᵀ) · (x · upᵀ)` with `args.weight` `[2N, K]` (gate rows, then up rows), in one
  * tensor-core GEMM whose epilogue pairs gate and up in registers (gemm_sm90.cu), where that kernel applies: a
- * compute capability 9.0 device, bf16/f16, M above the small-M kernels' range (skinny_max_dense_m()), K a multiple of 8,
- * 16-byte aligned x and weight. Sets `*launched` to whether it ran; when it did not, nothing was written and the
+ * compute capability 9.0 device, bf16/f16, M above the small-M kernels' range (skinny_max_dense_m()) or, from 2 rows,
+ * at least kGemmSm90SmallMinCols rows in the fused weight; K a multiple of 8, 16-byte aligned x and weight. Sets `*launched` to whether it ran; when it did not, nothing was written and the
  * caller runs `launch_linear` over the 2N rows and the SwiGLU kernel. `args.bias` must be null, `args.act` None.
  */
 cudaError_t launch_linear_swiglu(const LinearArgs& args, cudaStream_t stream, bool* launched);

@@ -166,6 +166,15 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
   }
   // Few output tiles and a long K: the gate and up sums split across K slices, paired after the last slice's sum.
   cases.push(linearSwigluCase(dtype, { m: 48, k: 4104, n: 200 }, 'edge', 'Hopper split K'));
+  // The swapped form (up to 64 rows): 64 gate and 64 up rows per tile, paired in registers; from 3 rows when the fused
+  // weight has 2,048 rows or more.
+  for (const [m, k, n] of [
+    [3, 1000, 1025],
+    [16, 4104, 1100],
+    [50, 520, 77],
+  ] as const) {
+    cases.push(linearSwigluCase(dtype, { m, k, n }, 'edge', 'Hopper swapped'));
+  }
   for (const s of QWEN3_SHAPES) {
     const { gateUp } = layers(s);
     const weights = { ...gateUp, n: 2 * gateUp.n };

@@ -333,6 +333,19 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
   ] as const) {
     cases.push(linearCase(dtype, d, 'edge', { activation, bias: true, label: 'Hopper split K' }));
   }
+  // The Hopper GEMM's swapped form (up to 64 rows: weight rows on wgmma's M, tokens on its N of 16/32/64, outputs
+  // stored transposed), from 2 rows on wide projections: token tiles cut short, 128-row weight tiles and K blocks cut
+  // short, single and split K, bias per weight row, each activation.
+  for (const [d, activation] of [
+    [{ m: 2, k: 1000, n: 2049 }, 'none'],
+    [{ m: 5, k: 4104, n: 4100 }, 'silu'],
+    [{ m: 16, k: 72, n: 2050 }, 'gelu'],
+    [{ m: 37, k: 3000, n: 300 }, 'gelu_tanh'],
+    [{ m: 63, k: 136, n: 2047 }, 'silu'],
+    [{ m: 64, k: 1024, n: 130 }, 'none'],
+  ] as const) {
+    cases.push(linearCase(dtype, d, 'edge', { activation, bias: true, label: 'Hopper swapped' }));
+  }
 
   // Qwen3 decode layers: every projection at M = 1, small M, and GEMM M where the reference stays cheap.
   for (const s of QWEN3_SHAPES) {
