@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "../common/cuda_check.h"
@@ -521,6 +523,15 @@ cudaError_t encode_operand(CUtensorMap* map, DType dtype, const void* base, int6
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+/** Whether launches use PDL (launch.cuh); QK_GEMM_PDL=0 turns it off for this kernel alone (read once), to measure. */
+bool gemm_pdl() {
+  static const bool on = [] {
+    const char* env = std::getenv("QK_GEMM_PDL");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
 /** Output tiles of one launch: 128 × BN, or with SwiGLU 128 × BN / 2; swapped, 128 (SwiGLU: 64) columns × BN tokens. */
 int64_t tile_count(int64_t m, int64_t n, int bn, bool glu, bool swapped) {
   if (swapped) return ((n + (glu ? kBM / 2 : kBM) - 1) / (glu ? kBM / 2 : kBM)) * ((m + bn - 1) / bn);
@@ -576,6 +587,14 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, 
   const int64_t units = tiles * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(units, sms));
   const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
+  if (!gemm_pdl()) {
+    // Measurement switch: an ordinary launch (griddepcontrol.wait then returns at once).
+    kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_up, static_cast<T*>(g.out), static_cast<const T*>(g.bias),
+                                             static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k),
+                                             group_m, paired, ws.partials, ws.tickets, splits, kb_per_split, prefetch,
+                                             std::max(1, std::min(issue_group, stages<BN, SW>() - 2)));
+    return cudaGetLastError();
+  }
   return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, map_a, map_b, map_up, static_cast<T*>(g.out),
                        static_cast<const T*>(g.bias), static_cast<int>(g.m), static_cast<int>(g.n),
                        static_cast<int>(g.k), group_m, paired, ws.partials, ws.tickets, splits, kb_per_split,
