@@ -5,17 +5,18 @@
  */
 import { QkValueError } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
+import type { LazyStepControls } from '../src/engine/common.js';
 import { createCpuEngine } from '../src/engine/cpu.js';
 import { pickToken } from '../src/engine/sampling.js';
 import type { TokenConstraint } from '../src/generation/constraint.js';
-import type { GenerationChunk } from '../src/generation/generation.js';
+import type { GenerationChunk, PiecewiseEngine } from '../src/generation/generation.js';
 import {
   type GenerateOptions,
   QWEN3_SAMPLING_DEFAULTS,
   resolveGenerateOptions,
 } from '../src/generation/options.js';
 import { Qwen3Model } from '../src/model.js';
-import type { SamplingParams } from '../src/types.js';
+import type { Engine, SamplingParams } from '../src/types.js';
 import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
 import { scriptedEngine } from './support/scripted-engine.js';
 import { stubTokenizer } from './support/stub-tokenizer.js';
@@ -332,6 +333,76 @@ describe('generation with sampling controls on the cpu engine', () => {
       ),
     );
     expect(result.ids.includes(STOP)).toBe(false);
+    m.dispose();
+  });
+});
+
+describe('controls made after the step is queued', () => {
+  /**
+   * A piecewise engine hands its `chooseAsync` a function instead of the controls, and calls it once the step's
+   * forward pass is queued: the constraint's mask is then computed while the device works. Recorded here on the cpu
+   * engine wrapped to log when each step starts and when its controls are made.
+   */
+  it('asks the constraint for each mask once, inside the step, after the forward pass starts', async () => {
+    type Piecewise = Engine & PiecewiseEngine;
+    const inner = createCpuEngine(config, randomWeights(config, 31), {
+      maxContext: 64,
+      vocabLimit: TEXT_VOCAB,
+    }) as Piecewise;
+    const events: string[] = [];
+    const engine = {
+      name: inner.name,
+      config: inner.config,
+      dtype: inner.dtype,
+      maxContext: inner.maxContext,
+      logits: (ids: readonly number[], start: number) => inner.logits(ids, start),
+      next: (ids: readonly number[], start: number, s: SamplingParams, step: number) =>
+        inner.next(ids, start, s, step),
+      nextAsync: (
+        ids: readonly number[],
+        start: number,
+        s: SamplingParams,
+        step: number,
+        between: () => Promise<void>,
+      ) => inner.nextAsync(ids, start, s, step, between),
+      chooseAsync(
+        ids: readonly number[],
+        start: number,
+        s: SamplingParams,
+        step: number,
+        controls: LazyStepControls,
+        between: () => Promise<void>,
+      ) {
+        events.push(`step ${step}`);
+        expect(typeof controls).toBe('function');
+        return inner.chooseAsync!(ids, start, s, step, controls, between);
+      },
+      dispose: () => inner.dispose(),
+    } satisfies Piecewise;
+    const rule = ruleConstraint((t) => t % 3 === 1, 5);
+    const constraint: TokenConstraint = {
+      nextMask: () => {
+        events.push(`mask ${rule.accepted.length}`);
+        return rule.nextMask();
+      },
+      accept: (t) => rule.accept(t),
+      isComplete: () => rule.isComplete(),
+    };
+    const m = new Qwen3Model({ config, tokenizer: stubTokenizer(TEXT_VOCAB), engine });
+    const prompt = randomIds(6, TEXT_VOCAB - 1, 31);
+    const result = await m.generate(prompt, { temperature: 0, maxTokens: 10, constraint }).result;
+    expect(result.ids.length).toBe(5);
+    expect(result.ids.every((t) => t % 3 === 1)).toBe(true);
+    expect(events).toEqual([0, 1, 2, 3, 4].flatMap((s) => [`step ${s}`, `mask ${s}`]));
+    // The same tokens as the controls made first (the reference engine's own choose).
+    const twin = model(31, 64);
+    const eager = await twin.generate(prompt, {
+      temperature: 0,
+      maxTokens: 10,
+      constraint: ruleConstraint((t) => t % 3 === 1, 5),
+    }).result;
+    expect(result.ids).toEqual(eager.ids);
+    twin.dispose();
     m.dispose();
   });
 });

@@ -144,6 +144,20 @@ export function checkSampling(op: string, sampling: SamplingParams): void {
   checkLogitControls(op, sampling);
 }
 
+/**
+ * A step's controls, or a function that makes them. The piecewise engines' `chooseAsync` takes the function form and
+ * calls it once, after it has queued the step's forward pass: the host work it does (a constraint's next mask) then
+ * runs while the device computes the logits, instead of before it.
+ */
+export type LazyStepControls = StepControls | (() => StepControls);
+
+/** `controls`, made now if they are a function, and checked (see {@link checkStepControls}). */
+export function resolveStepControls(op: string, controls: LazyStepControls): StepControls {
+  const made = typeof controls === 'function' ? controls() : controls;
+  checkStepControls(op, made);
+  return made;
+}
+
 /** Checks the per-step inputs of `Engine.choose` (a caller's own engine driver may pass anything). */
 export function checkStepControls(op: string, controls: StepControls): void {
   if (controls === null || typeof controls !== 'object') {

@@ -34,7 +34,14 @@ import type {
   StepControls,
   WeightInfo,
 } from '../types.js';
-import { checkForwardArgs, checkSampling, checkStepControls, checkWeightsMatchConfig } from './common.js';
+import {
+  checkForwardArgs,
+  checkSampling,
+  checkStepControls,
+  checkWeightsMatchConfig,
+  type LazyStepControls,
+  resolveStepControls,
+} from './common.js';
 import { chooseToken, pickToken, refuseControlsInNext } from './sampling.js';
 
 /** Options of {@link createCpuEngine}. */
@@ -312,18 +319,27 @@ class CpuEngine implements Engine {
     return chooseToken(logits, sampling, step, controls, this.#vocabLimit);
   }
 
-  /** {@link choose} in pieces, as {@link nextAsync} is {@link next} in pieces. */
+  /**
+   * {@link choose} in pieces, as {@link nextAsync} is {@link next} in pieces. Controls given as a function are made
+   * once the logits are computed (nothing runs in parallel here; the GPU engines overlap them with the step).
+   */
   async chooseAsync(
     ids: readonly number[],
     start: number,
     sampling: SamplingParams,
     step: number,
-    controls: StepControls,
+    controls: LazyStepControls,
     between: () => Promise<void>,
   ): Promise<SampledToken> {
-    checkStepControls('CpuEngine.choose', controls);
+    if (typeof controls !== 'function') checkStepControls('CpuEngine.choose', controls);
     const logits = await this.#logitsAsync(ids, start, sampling, step, between);
-    return chooseToken(logits, sampling, step, controls, this.#vocabLimit);
+    return chooseToken(
+      logits,
+      sampling,
+      step,
+      resolveStepControls('CpuEngine.choose', controls),
+      this.#vocabLimit,
+    );
   }
 
   /**

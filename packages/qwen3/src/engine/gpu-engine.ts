@@ -13,8 +13,15 @@ import {
   type Tensor,
 } from '@qk/ops';
 import type { PiecewiseEngine } from '../generation/generation.js';
-import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams, StepControls } from '../types.js';
-import { checkForwardArgs, checkSampling, checkStepControls, stepSeed } from './common.js';
+import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams } from '../types.js';
+import {
+  checkForwardArgs,
+  checkSampling,
+  checkStepControls,
+  type LazyStepControls,
+  resolveStepControls,
+  stepSeed,
+} from './common.js';
 import { type DecodeLane, DecodeQueue } from './decode-queue.js';
 import { DeviceSampler } from './device-sampling.js';
 import { itemOf, type LayeredStack } from './layered-stack.js';
@@ -246,12 +253,25 @@ export function createGpuEngine(
       checkSampling(op, sampling);
       return piecewise(ids, start, between, (rest, at) => engine.next(rest, at, sampling, stepIndex));
     },
-    chooseAsync(ids, start, sampling: SamplingParams, stepIndex, controls, between) {
+    /**
+     * {@link choose} in pieces. Controls given as a function are made after the step's forward pass is queued (the
+     * last piece's, for a long prompt), so a constraint's mask is computed on the host while the device runs the
+     * step: for a constrained decode step that is the mask's whole cost taken off the step's latency, up to the
+     * forward pass's own time.
+     */
+    chooseAsync(ids, start, sampling: SamplingParams, stepIndex, controls: LazyStepControls, between) {
       live('chooseAsync');
       checkSampling(op, sampling);
-      checkStepControls(op, controls);
+      if (typeof controls !== 'function') checkStepControls(op, controls);
+      if (!Number.isSafeInteger(stepIndex) || stepIndex < 0) {
+        throw new QkValueError(op, 'step', `must be a non-negative integer, got ${stepIndex}.`);
+      }
       return piecewise(ids, start, between, (rest, at) =>
-        engine.choose!(rest, at, sampling, stepIndex, controls),
+        finiteToken(
+          stepIndex,
+          () => chooseToken(rest, at, sampling, stepIndex, controls),
+          (t) => t.id,
+        ),
       );
     },
     // A kernel decoder's step is one fixed kernel: nothing to swap.
@@ -305,13 +325,16 @@ export function createGpuEngine(
     }
   }
 
-  /** The token of {@link Engine.choose}, by the controls (see {@link finiteToken}). */
+  /**
+   * The token of {@link Engine.choose}, by the controls (see {@link finiteToken}); controls given as a function are
+   * made once the forward pass is queued.
+   */
   function chooseToken(
     ids: readonly number[],
     start: number,
     sampling: SamplingParams,
     stepIndex: number,
-    controls: StepControls,
+    controls: LazyStepControls,
   ): SampledToken {
     const r = forward(ids, start);
     const views: Tensor[] = [];
@@ -322,7 +345,9 @@ export function createGpuEngine(
       const row = slice.reshape([1, vocabLimit]);
       views.push(flat, slice, row);
       const chooser = sampler;
-      return settledAfter(r, () => chooser.choose(row, sampling, stepIndex, controls));
+      return settledAfter(r, () =>
+        chooser.choose(row, sampling, stepIndex, resolveStepControls(op, controls)),
+      );
     } finally {
       for (const v of views) v.dispose();
       if (r.owned) r.logits.dispose();

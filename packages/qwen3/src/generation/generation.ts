@@ -2,6 +2,8 @@
  * A running generation: the token loop (prefill, then one decode step per token, yielding to the event loop in
  * between so abort signals and Ctrl-C are seen) and the `Generation` object that streams its text.
  */
+
+import type { LazyStepControls } from '../engine/common.js';
 import {
   chooseToken,
   hasLogitControls,
@@ -279,13 +281,16 @@ export interface PiecewiseEngine {
     step: number,
     between: () => Promise<void>,
   ): Promise<number>;
-  /** `Engine.choose` in pieces, as `nextAsync` is `next` in pieces. */
+  /**
+   * `Engine.choose` in pieces, as `nextAsync` is `next` in pieces. Controls given as a function are made once, after
+   * the step's forward pass is queued (see `LazyStepControls`).
+   */
   chooseAsync?(
     ids: readonly number[],
     start: number,
     sampling: SamplingParams,
     step: number,
-    controls: StepControls,
+    controls: LazyStepControls,
     between: () => Promise<void>,
   ): Promise<SampledToken>;
 }
@@ -303,13 +308,17 @@ function needsControls(job: GenerationJob): boolean {
   );
 }
 
-/** The engine's pick for the token after `ids`, with `controls` when the job has any (see {@link needsControls}). */
+/**
+ * The engine's pick for the token after `ids`, with the controls `controlsOf` makes when the job has any (see
+ * {@link needsControls}). An engine that runs steps in pieces makes them after it has queued the forward pass, so a
+ * constraint's mask is computed while the device works; the others get them first. Made once either way.
+ */
 async function nextToken(
   job: GenerationJob,
   ids: readonly number[],
   start: number,
   step: number,
-  controls: StepControls | null,
+  controlsOf: (() => StepControls) | null,
 ): Promise<SampledToken> {
   const { engine, sampling } = job;
   // Where the engine allows it, abort signals and Ctrl-C are seen between layers, not only between tokens.
@@ -317,8 +326,13 @@ async function nextToken(
     await yieldToEventLoop();
     throwIfInterrupted(job);
   };
+  let made: StepControls | null = null;
+  const controls = (): StepControls => {
+    made ??= controlsOf!();
+    return made;
+  };
   let choice: SampledToken;
-  if (controls === null) {
+  if (controlsOf === null) {
     const id = isPiecewise(engine)
       ? await engine.nextAsync(ids, start, sampling, step, between)
       : engine.next(ids, start, sampling, step);
@@ -326,24 +340,30 @@ async function nextToken(
   } else if (isPiecewise(engine) && engine.chooseAsync !== undefined) {
     choice = await engine.chooseAsync(ids, start, sampling, step, controls, between);
   } else if (engine.choose !== undefined) {
-    choice = engine.choose(ids, start, sampling, step, controls);
+    choice = engine.choose(ids, start, sampling, step, controls());
   } else {
     // An engine without controls of its own: its logits through the TypeScript reference.
-    return chooseToken(engine.logits(ids, start), sampling, step, controls, job.textVocabSize);
+    const logits = engine.logits(ids, start);
+    return chooseToken(logits, sampling, step, controls(), job.textVocabSize);
   }
   if (choice.id < job.textVocabSize || job.stopIds.has(choice.id)) return choice;
   const logits = engine.logits(ids, start);
-  if (controls !== null) return chooseToken(logits, sampling, step, controls, job.textVocabSize);
+  if (controlsOf !== null) return chooseToken(logits, sampling, step, controls(), job.textVocabSize);
   logits.fill(-Infinity, job.textVocabSize);
   return { id: pickToken(logits, sampling, step) };
 }
 
 /**
- * The controls of step `step`: the constraint's mask (checked to allow a printable token), the history and the
- * log-probabilities asked for; `null` when the job needs none.
+ * What makes the controls of step `step` (see {@link nextToken}): the constraint's mask (checked to allow a printable
+ * token), the history and the log-probabilities asked for; `null` when the job needs none. Call it after the
+ * constraint has accepted the previous step's token.
  */
-function stepControls(job: GenerationJob, history: TokenHistory, step: number): StepControls | null {
+function stepControls(job: GenerationJob, history: TokenHistory, step: number): (() => StepControls) | null {
   if (!needsControls(job)) return null;
+  return () => makeStepControls(job, history, step);
+}
+
+function makeStepControls(job: GenerationJob, history: TokenHistory, step: number): StepControls {
   let mask: Uint32Array | null = null;
   if (job.constraint !== undefined) {
     mask = job.constraint.nextMask();
