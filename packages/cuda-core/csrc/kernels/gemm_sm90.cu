@@ -617,9 +617,9 @@ constexpr double kSplitReadCost = 2.0;
 constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least
 constexpr int kMaxSplits = 16;
 // Weight boxes each block asks L2 for before its PDL wait, and the swapped form's load groups (K blocks issued back to
-// back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by ~2% and the whole ring by ~3%; groups of 2–4
-// beat single loads by ~3%, groups of 8 lose 5%. The unswapped form keeps single loads (groups of 4 lost 8% on the
-// 8B gate+up at M = 4,096).
+// back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by 1–4% and the whole ring by ~3%; groups of 2–4
+// beat single loads by 2–3%, groups of 8 lose 1–4% to them. The unswapped form keeps single loads (groups of 4
+// lost 8% on the 8B gate+up at M = 4,096).
 constexpr int kPrefetchBoxes = 2;
 constexpr int kSwapIssueGroup = 4;
 
