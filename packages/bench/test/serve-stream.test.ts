@@ -92,6 +92,33 @@ describe('checkChatStream', () => {
     expect(out.firstTextAt).toBeLessThanOrEqual(out.finishAt!);
   });
 
+  it('times the first token by its logprobs chunk when it completes no character, else by the first text', () => {
+    // Piece 1 streams only logprobs (a byte of a longer character), piece 2 the character: stamped 1, 2, 3, … by event.
+    const blocks = transcript('chatcmpl-1', ['', 'é', 'x']).split('\n\n');
+    const scored = (i: number) =>
+      edit(blocks.join('\n\n'), i, (chunk) => {
+        (chunk.choices as { logprobs: unknown }[])[0]!.logprobs = {
+          content: [{ token: 'bytes:\\xc3', logprob: -1, bytes: [195], top_logprobs: [] }],
+        };
+        delete ((chunk.choices as { delta: Record<string, unknown> }[])[0]!.delta as Record<string, unknown>)
+          .content;
+      });
+    const stamp = (text: string) => {
+      const reader = new SseReader();
+      return text.split('\n\n').flatMap((b, i) => (b === '' ? [] : reader.push(`${b}\n\n`, i)));
+    };
+    const withBytes = checkChatStream(stamp(scored(1)), EXPECT);
+    expect(withBytes.errors).toEqual([]);
+    expect(withBytes.firstTokenAt).toBe(1);
+    expect(withBytes.firstTextAt).toBe(2);
+    const plain = checkChatStream(stamp(transcript('chatcmpl-1', ['a', 'b', 'c'])), EXPECT);
+    expect(plain.firstTokenAt).toBe(1);
+    expect(plain.firstTextAt).toBe(1);
+    // Chunks with neither text nor logprobs carry no token: nothing to time.
+    const empty = checkChatStream(stamp(transcript('chatcmpl-1', ['', '', ''])), EXPECT);
+    expect(empty.firstTokenAt).toBeUndefined();
+  });
+
   it('finds a chunk of another response spliced into the stream', () => {
     const mine = transcript('chatcmpl-1', ['a', 'b', 'c']).split('\n\n');
     const theirs = transcript('chatcmpl-2', ['X', 'Y', 'Z']).split('\n\n');

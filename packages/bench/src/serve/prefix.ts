@@ -57,8 +57,11 @@ export async function runPrefixReuse(o: PrefixOptions): Promise<PrefixResult> {
   const first: SoakMessage[] = [
     { role: 'user', content: `Here are my notes. ${history}\n\nWhat are they about?` },
   ];
-  const send = async (messages: readonly SoakMessage[]): Promise<RequestRecord> => {
-    const request = { messages, key: 'prefix', promptTokens: o.promptTokens(messages) };
+  // Turn 3 asks for logprobs, so its first token's chunk arrives even when that token completes no character yet:
+  // the time to first token is the first token's, not the first whole character's (with random weights a reply
+  // often starts with a byte of a longer character). The draw is the same greedy token.
+  const send = async (messages: readonly SoakMessage[], logprobs = false): Promise<RequestRecord> => {
+    const request = { messages, key: 'prefix', promptTokens: o.promptTokens(messages), logprobs };
     return sendChatStream({ ...o.server, maxTokens: o.replyTokens }, request, 0);
   };
   const failed = (r: RequestRecord, turn: string) =>
@@ -88,9 +91,9 @@ export async function runPrefixReuse(o: PrefixOptions): Promise<PrefixResult> {
       { role: 'assistant', content: two.outcome.text },
       { role: 'user', content: 'And in one word?' },
     ];
-    const reused = await send(third);
+    const reused = await send(third, true);
     o.forgetPrefix();
-    const fresh = await send(third);
+    const fresh = await send(third, true);
     const errors = [...failed(reused, 'turn 3 (prefix reused)'), ...failed(fresh, 'turn 3 (cold)')];
     if (errors.length > 0) return { promptTokens: 0, warm, cold, errors };
     warm.push({ ttftMs: reused.ttftMs!, cachedTokens: reused.outcome.cachedTokens ?? 0 });

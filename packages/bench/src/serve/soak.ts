@@ -18,6 +18,11 @@ export interface SoakRequest {
   readonly key: string;
   /** Tokens of the rendered prompt (the chat template applied), as the server will count them. */
   readonly promptTokens: number;
+  /**
+   * Ask for per-token `logprobs`: the server then streams a chunk for every token, so the time to the first token is
+   * seen even when that token completes no character (random weights often draw byte fragments).
+   */
+  readonly logprobs?: boolean;
 }
 
 /** Memory of the serving process at one moment, in bytes; what the machine can tell. */
@@ -109,6 +114,7 @@ export async function sendChatStream(
         max_tokens: options.maxTokens,
         temperature: 0,
         enable_thinking: false,
+        ...(request.logprobs === true ? { logprobs: true } : {}),
       }),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
@@ -143,8 +149,9 @@ export async function sendChatStream(
   }
   const endedAt = performance.now();
   const { firstTextAt, finishAt, completionTokens } = outcome;
-  // A reply whose first token is a stop token has no text: its first token arrives with the finish reason.
-  const firstTokenAt = firstTextAt ?? finishAt;
+  // A reply whose first token is a stop token has no text: its first token arrives with the finish reason. Without
+  // logprobs a token that completes no character streams nothing, so its text's arrival stands in.
+  const firstTokenAt = outcome.firstTokenAt ?? firstTextAt ?? finishAt;
   const decoded =
     firstTextAt !== undefined &&
     finishAt !== undefined &&

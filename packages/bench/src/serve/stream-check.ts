@@ -79,6 +79,11 @@ export interface StreamOutcome {
   readonly text: string;
   /** Arrival of the first chunk with text, and of the chunk that carried the finish reason. */
   readonly firstTextAt?: number;
+  /**
+   * Arrival of the first chunk that carried a token: text, or per-token `logprobs` (a stream that asked for them
+   * gets a chunk for every token, also one that completes no character yet, such as a byte of a longer one).
+   */
+  readonly firstTokenAt?: number;
   readonly finishAt?: number;
   readonly finishReason?: string;
   readonly promptTokens?: number;
@@ -111,6 +116,7 @@ export function checkChatStream(
   let id: string | undefined;
   let text = '';
   let firstTextAt: number | undefined;
+  let firstTokenAt: number | undefined;
   let finishAt: number | undefined;
   let finishReason: string | undefined;
   let usage: Usage | undefined;
@@ -151,8 +157,14 @@ export function checkChatStream(
       usage = chunk.usage as Usage;
     }
     const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-    for (const choice of choices as { delta?: Record<string, unknown>; finish_reason?: unknown }[]) {
+    for (const choice of choices as {
+      delta?: Record<string, unknown>;
+      logprobs?: { content?: unknown } | null;
+      finish_reason?: unknown;
+    }[]) {
       const delta = choice.delta ?? {};
+      const scored = Array.isArray(choice.logprobs?.content) && choice.logprobs.content.length > 0;
+      if (scored && finishAt === undefined) firstTokenAt ??= event.at;
       const piece =
         (typeof delta.reasoning_content === 'string' ? delta.reasoning_content : '') +
         (typeof delta.content === 'string' ? delta.content : '');
@@ -160,6 +172,7 @@ export function checkChatStream(
         if (finishAt !== undefined) fail('no-finish', `event ${i} carries text after the finish reason`);
         text += piece;
         firstTextAt ??= event.at;
+        firstTokenAt ??= event.at;
       }
       if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
         if (finishReason !== undefined) fail('no-finish', `event ${i} carries a second finish reason`);
@@ -200,6 +213,7 @@ export function checkChatStream(
     text,
     ...(id === undefined ? {} : { id }),
     ...(firstTextAt === undefined ? {} : { firstTextAt }),
+    ...(firstTokenAt === undefined ? {} : { firstTokenAt }),
     ...(finishAt === undefined ? {} : { finishAt }),
     ...(finishReason === undefined ? {} : { finishReason }),
     ...(promptTokens === undefined ? {} : { promptTokens }),
