@@ -569,6 +569,9 @@ function prefixLines(prefix: PrefixResult, rows: BenchRow[], table: string[][], 
     warmRow.extra = { libraryTtftMs: warmTtft, libraryPrefillMs: warmPrefill };
     coldRow.extra = { libraryTtftMs: coldTtft, libraryPrefillMs: coldPrefill };
   }
+  notes.push(
+    "Prefix reuse: turn 3's requests ask for logprobs, so the server streams every token's chunk and the time to first token is the first token's arrival, even when that token completes no character yet (a byte of a longer one).",
+  );
   if (coldCached > 0)
     notes.push(`The cold turn 3 reused ${coldCached} cached tokens: forgetPrefix() did not take.`);
 }
