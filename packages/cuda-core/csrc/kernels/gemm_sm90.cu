@@ -7,9 +7,9 @@
 // Warpgroups 1 and 2 consume with wgmma straight from the swizzled stages, either sharing each tile (64 rows
 // each) or taking alternate tiles (ping-pong) so that one's epilogue runs under the other's main loop. The
 // epilogue (bias, activation) runs from registers with masked stores. Up to 64 rows the operands swap (the weight
-// on wgmma's M, the tokens on an N of 16/32/64, outputs stored transposed). Launched with PDL: each block asks L2
-// for its first weight boxes before it waits for the previous kernel. GEMM_SM90.md has the reasoning and the
-// measurements.
+// on wgmma's M, the tokens on an N of 16/32/64, outputs stored transposed). Launched with PDL; in the swapped form
+// each block asks L2 for its first weight boxes before it waits for the previous kernel. GEMM_SM90.md has the
+// reasoning and the measurements.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
@@ -431,69 +431,68 @@ __global__ void __launch_bounds__(kThreads, 1)
                 out[static_cast<int64_t>(tok) * N + col] = from_float<T>(v);
               }
           }
-        continue;
-      }
+      } else {
+        float* tile_bias = bias_smem + (consumer * 2 + (seq & 1)) * BN;
+        if (bias != nullptr) {
+          // Double-buffered by tile parity: one barrier per tile then keeps a fast warp's writes for the next
+          // tile away from a slow warp's reads of this one.
+#pragma unroll
+          for (int i = 0; i < kBiasPerThread; i++)
+            if (t + 128 * i < BN) tile_bias[t + 128 * i] = to_float(bias_raw[i]);
+          asm volatile("bar.sync %0, 128;" ::"r"(1 + consumer) : "memory");
+        }
 
-      float* tile_bias = bias_smem + (consumer * 2 + (seq & 1)) * BN;
-      if (bias != nullptr) {
-        // Double-buffered by tile parity: one barrier per tile then keeps a fast warp's writes for the next
-        // tile away from a slow warp's reads of this one.
+        // Accumulator fragment of wgmma m64nBN: per 8-column group j, rows (lane / 4) and (lane / 4 + 8) of this
+        // warp's 16, two adjacent columns each.
 #pragma unroll
-        for (int i = 0; i < kBiasPerThread; i++)
-          if (t + 128 * i < BN) tile_bias[t + 128 * i] = to_float(bias_raw[i]);
-        asm volatile("bar.sync %0, 128;" ::"r"(1 + consumer) : "memory");
-      }
-
-      // Accumulator fragment of wgmma m64nBN: per 8-column group j, rows (lane / 4) and (lane / 4 + 8) of this
-      // warp's 16, two adjacent columns each.
+        for (int h = 0; h < kHalves; h++) {
+          const int64_t row0 =
+              static_cast<int64_t>(mb) * kBM + (PP ? h : consumer) * 64 + warp * 16 + (lane >> 2);
+          if constexpr (kGlu) {
+            constexpr int kUp = BN / 16;  // 8-column groups of gate columns; the up columns follow
 #pragma unroll
-      for (int h = 0; h < kHalves; h++) {
-        const int64_t row0 =
-            static_cast<int64_t>(mb) * kBM + (PP ? h : consumer) * 64 + warp * 16 + (lane >> 2);
-        if constexpr (kGlu) {
-          constexpr int kUp = BN / 16;  // 8-column groups of gate columns; the up columns follow
+            for (int j = 0; j < kUp; j++) {
+              const int col = col_base + 8 * j;
 #pragma unroll
-          for (int j = 0; j < kUp; j++) {
-            const int col = col_base + 8 * j;
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-              const int64_t row = row0 + 8 * r;
-              if (row >= M || col >= N) continue;
-              Pair<T> v;
-              v.x = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r]) *
-                                  acc[h][4 * (j + kUp) + 2 * r]);
-              v.y = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r + 1]) *
-                                  acc[h][4 * (j + kUp) + 2 * r + 1]);
-              T* dst = out + row * N + col;
-              if (paired_stores && col + 1 < N) {
-                *reinterpret_cast<Pair<T>*>(dst) = v;
-              } else {
-                dst[0] = v.x;
-                if (col + 1 < N) dst[1] = v.y;
+              for (int r = 0; r < 2; r++) {
+                const int64_t row = row0 + 8 * r;
+                if (row >= M || col >= N) continue;
+                Pair<T> v;
+                v.x = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r]) *
+                                    acc[h][4 * (j + kUp) + 2 * r]);
+                v.y = from_float<T>(fast_activate<Activation::Silu>(acc[h][4 * j + 2 * r + 1]) *
+                                    acc[h][4 * (j + kUp) + 2 * r + 1]);
+                T* dst = out + row * N + col;
+                if (paired_stores && col + 1 < N) {
+                  *reinterpret_cast<Pair<T>*>(dst) = v;
+                } else {
+                  dst[0] = v.x;
+                  if (col + 1 < N) dst[1] = v.y;
+                }
               }
             }
-          }
-          continue;
-        }
+          } else {
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-          const int col = col_base + 8 * j;
-          float2 bv = make_float2(0.f, 0.f);
-          if (bias != nullptr) bv = *reinterpret_cast<const float2*>(tile_bias + 8 * j + 2 * (lane & 3));
-          const float b0 = bv.x, b1 = bv.y;
+            for (int j = 0; j < BN / 8; j++) {
+              const int col = col_base + 8 * j;
+              float2 bv = make_float2(0.f, 0.f);
+              if (bias != nullptr) bv = *reinterpret_cast<const float2*>(tile_bias + 8 * j + 2 * (lane & 3));
+              const float b0 = bv.x, b1 = bv.y;
 #pragma unroll
-          for (int r = 0; r < 2; r++) {
-            const int64_t row = row0 + 8 * r;
-            if (row >= M || col >= N) continue;
-            Pair<T> v;
-            v.x = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r] + b0));
-            v.y = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r + 1] + b1));
-            T* dst = out + row * N + col;
-            if (paired_stores && col + 1 < N) {
-              *reinterpret_cast<Pair<T>*>(dst) = v;
-            } else {
-              dst[0] = v.x;
-              if (col + 1 < N) dst[1] = v.y;
+              for (int r = 0; r < 2; r++) {
+                const int64_t row = row0 + 8 * r;
+                if (row >= M || col >= N) continue;
+                Pair<T> v;
+                v.x = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r] + b0));
+                v.y = from_float<T>(fast_activate<A>(acc[h][4 * j + 2 * r + 1] + b1));
+                T* dst = out + row * N + col;
+                if (paired_stores && col + 1 < N) {
+                  *reinterpret_cast<Pair<T>*>(dst) = v;
+                } else {
+                  dst[0] = v.x;
+                  if (col + 1 < N) dst[1] = v.y;
+                }
+              }
             }
           }
         }
@@ -587,18 +586,20 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, 
   const int64_t units = tiles * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(units, sms));
   const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
+  // Load groups larger than the ring minus 2 stages could wait forever (see the producer).
+  const int group = std::max(1, std::min(issue_group, stages<BN, SW>() - 2));
   if (!gemm_pdl()) {
     // Measurement switch: an ordinary launch (griddepcontrol.wait then returns at once).
-    kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_up, static_cast<T*>(g.out), static_cast<const T*>(g.bias),
-                                             static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k),
-                                             group_m, paired, ws.partials, ws.tickets, splits, kb_per_split, prefetch,
-                                             std::max(1, std::min(issue_group, stages<BN, SW>() - 2)));
+    kernel<<<grid, kThreads, smem, stream>>>(map_a, map_b, map_up, static_cast<T*>(g.out),
+                                             static_cast<const T*>(g.bias), static_cast<int>(g.m),
+                                             static_cast<int>(g.n), static_cast<int>(g.k), group_m, paired,
+                                             ws.partials, ws.tickets, splits, kb_per_split, prefetch, group);
     return cudaGetLastError();
   }
   return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, stream, map_a, map_b, map_up, static_cast<T*>(g.out),
                        static_cast<const T*>(g.bias), static_cast<int>(g.m), static_cast<int>(g.n),
                        static_cast<int>(g.k), group_m, paired, ws.partials, ws.tickets, splits, kb_per_split,
-                       prefetch, std::max(1, std::min(issue_group, stages<BN, SW>() - 2)));
+                       prefetch, group);
 }
 
 struct Config {
@@ -618,8 +619,9 @@ constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least
 constexpr int kMaxSplits = 16;
 // Weight boxes each block asks L2 for before its PDL wait, and the swapped form's load groups (K blocks issued back to
 // back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by 1–4% and the whole ring by ~3%; groups of 2–4
-// beat single loads by 2–3%, groups of 8 lose 1–4% to them. The unswapped form keeps single loads (groups of 4
-// lost 8% on the 8B gate+up at M = 4,096).
+// beat single loads by 2–3%, groups of 8 lose 1–4% to them. The unswapped form prefetches nothing (2 boxes cost
+// 0.5–3.5% on the Qwen3 projections at M = 2,048 with the 128-wide tile, nothing measurable at 128) and keeps single
+// loads (groups of 4 lost 8% on the 8B gate+up at M = 4,096).
 constexpr int kPrefetchBoxes = 2;
 constexpr int kSwapIssueGroup = 4;
 
@@ -697,8 +699,8 @@ cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stre
   // SwiGLU tiles are the tiles of the [M, 2N] projection, paired: the same cost model applies.
   const int64_t cols = A == Activation::Swiglu ? 2 * g.n : g.n;
   const int group_m = opt.group_m > 0 ? opt.group_m : 8;
-  const int prefetch = opt.prefetch >= 0 ? opt.prefetch : kPrefetchBoxes;
   if (opt.swap > 0 || (opt.swap == 0 && opt.bn == 0 && g.m <= kGemmSm90SwapMaxM)) {
+    const int prefetch = opt.prefetch >= 0 ? opt.prefetch : kPrefetchBoxes;
     // Few tokens: the swapped form, with the narrowest token tile that holds them.
     const int bn = opt.bn != 0 ? opt.bn : g.m <= 16 ? 16 : g.m <= 32 ? 32 : 64;
     const bool glu = A == Activation::Swiglu;
@@ -716,6 +718,7 @@ cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stre
     c.splits = opt.splits > 0 ? opt.splits : pick_splits(g.m, cols, g.k, c.bn, sms);
   }
   const int issue_group = opt.issue_group > 0 ? opt.issue_group : 1;
+  const int prefetch = opt.prefetch >= 0 ? opt.prefetch : 0;
   if (c.pingpong) {
     if (c.bn == 128) return go<T, 128, true, A>(g, group_m, c.splits, stream, prefetch, issue_group);
     if (c.bn == 64) return go<T, 64, true, A>(g, group_m, c.splits, stream, prefetch, issue_group);
