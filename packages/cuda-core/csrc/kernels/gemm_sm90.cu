@@ -77,6 +77,19 @@ __device__ __forceinline__ void tile_coords(int tile, int m_blocks, int n_blocks
 }
 
 /**
+ * A work unit (slice-major: unit = split · tiles + tile): its tile, its K slice and that slice's K blocks
+ * [kb0, kb1). The producer, the consumers and the L2 prefetch all read units through this.
+ */
+struct UnitSpan {
+  int tile, split, kb0, kb1;
+};
+__device__ __forceinline__ UnitSpan unit_span(int unit, int tiles, int kb_per_split, int k_blocks) {
+  const int split = unit / tiles;
+  const int kb0 = split * kb_per_split;
+  return {unit - split * tiles, split, kb0, min(kb0 + kb_per_split, k_blocks)};
+}
+
+/**
  * activate<A> (gemv.h) with the hardware's fast exp / reciprocal / tanh: the epilogue sits on the critical path
  * of every tile, and these differ from the exact forms by a few float ulps (tanh.approx by ~2^-11 relative),
  * far under the one bf16/f16 rounding that follows.
@@ -178,12 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Launched with PDL (launch.cuh): until the previous kernel completes, only L2 prefetches. The weight's first
     // boxes for this block's first unit start streaming under that kernel's tail.
     if (static_cast<int>(blockIdx.x) < units) {
-      const int tile = static_cast<int>(blockIdx.x) % tiles;
-      const int kb0 = (static_cast<int>(blockIdx.x) / tiles) * kb_per_split;
-      const int kb1 = min(kb0 + min(kb_per_split, prefetch), k_blocks);
+      const UnitSpan u = unit_span(static_cast<int>(blockIdx.x), tiles, kb_per_split, k_blocks);
       int mb, nb;
-      tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
-      for (int kb = kb0; kb < kb1; kb++) {
+      tile_coords(u.tile, m_blocks, n_blocks, group_m, &mb, &nb);
+      for (int kb = u.kb0; kb < min(u.kb1, u.kb0 + prefetch); kb++) {
         if constexpr (SW) {
           tma_prefetch_2d(&map_a, kb * kBK, mb * TM);
           if constexpr (kGlu) tma_prefetch_2d(&map_up, kb * kBK, mb * TM);
@@ -204,11 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       int stage = 0;
       uint32_t phase = 0;
       for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        const int tile = unit % tiles;
-        const int kb0 = (unit / tiles) * kb_per_split;
-        const int kb1 = min(kb0 + kb_per_split, k_blocks);
+        const UnitSpan u = unit_span(unit, tiles, kb_per_split, k_blocks);
+        const int kb0 = u.kb0, kb1 = u.kb1;
         int mb, nb;
-        tile_coords(tile, m_blocks, n_blocks, group_m, &mb, &nb);
+        tile_coords(u.tile, m_blocks, n_blocks, group_m, &mb, &nb);
         for (int kb = kb0; kb < kb1; kb++) {
           // Loads go out in groups of `issue_group` consecutive K blocks: wait for the group's stages to be free,
           // then issue them back to back, so each weight row is read in one longer run. A consumer holds one stage
@@ -263,10 +273,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int seq = 0;; seq++) {
       const int unit = blockIdx.x + seq * gridDim.x;
       if (unit >= units) break;
-      const int split = unit / tiles;
-      const int tile = unit - split * tiles;
-      const int kb0 = split * kb_per_split;
-      const int k_count = min(kb0 + kb_per_split, k_blocks) - kb0;
+      const UnitSpan u = unit_span(unit, tiles, kb_per_split, k_blocks);
+      const int split = u.split;
+      const int tile = u.tile;
+      const int k_count = u.kb1 - u.kb0;
       if (PP && (seq & 1) != consumer) {
         pos += static_cast<uint32_t>(k_count);
         continue;
@@ -279,13 +289,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       // loop; after it they go through shared memory to the threads whose fragments need them.
       constexpr int kBiasPerThread = (BN + 127) / 128;
       T bias_raw[kBiasPerThread];
-      T bias_sw[2][2];  // SW: the bias of this thread's four output columns (two per half)
+      // SW: this thread's output columns are sw_col0 + 64 h + 8 r (fragment rows lane / 4 and lane / 4 + 8 of its
+      // warp's 16, in half h); with SwiGLU only h = 0 is an output (half 1 holds the up rows).
+      const int sw_col0 = mb * TM + warp * 16 + (lane >> 2);
+      T bias_sw[2][2];  // SW: the bias of those four columns
       if (SW && !kGlu && bias != nullptr) {
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
           for (int r = 0; r < 2; r++) {
-            const int col = mb * kBM + h * 64 + warp * 16 + (lane >> 2) + 8 * r;
+            const int col = sw_col0 + h * 64 + 8 * r;
             bias_sw[h][r] = col < N ? bias[col] : from_float<T>(0.f);
           }
       } else if (!SW && bias != nullptr) {
@@ -409,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int h = 0; h < (kGlu ? 1 : 2); h++)
 #pragma unroll
           for (int r = 0; r < 2; r++) {
-            const int col = mb * TM + h * 64 + warp * 16 + (lane >> 2) + 8 * r;
+            const int col = sw_col0 + h * 64 + 8 * r;
             if (col >= N) continue;
             float b = 0.f;
             if constexpr (!kGlu) {
