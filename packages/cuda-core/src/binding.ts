@@ -635,7 +635,9 @@ export interface Binding {
    * be 1 for an instance that records a trace. `position`, the launch's first position (the one in `state`), picks
    * the weight ring: the plan's short-context ring below its `shortRingUntil`, else (and when absent) the default.
    * `screen` (default true): a launch of an instance with a screen ({@link Binding.megakernelScreen}) uses it and
-   * leaves `logits` unwritten; false computes and writes every logit.
+   * leaves `logits` unwritten; false computes and writes every logit. `masked` (default false; a screened launch
+   * only): each step's token is taken over the ids its mask allows, which the host publishes while the step runs
+   * ({@link Binding.megakernelMask}); the step's LM head waits for it (within the instance's timeout).
    */
   megakernelLaunch(
     handle: number,
@@ -646,7 +648,15 @@ export interface Binding {
     uniforms?: Float64Array,
     position?: number,
     screen?: boolean,
+    masked?: boolean,
   ): void;
+  /**
+   * Publishes the mask of step `index` of the last launch, a masked one: `words` (ceil(vocab / 32) words; bit
+   * `t & 31` of word `t >>> 5` allows id `t`) are copied to pinned host memory the kernel reads. Once per step, in
+   * order: step `index` only after step `index − 1`'s token has been published ({@link Binding.megakernelToken}),
+   * and a launch's first step only after every step of the launches before it has.
+   */
+  megakernelMask(handle: number, index: number, words: Uint32Array): void;
   /**
    * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel
    * goes on. Returns `-code` ({@link MegakernelErrorCode}) when the launch failed. Throws when the launch ended

@@ -3,14 +3,19 @@
  * bias, min-p, a mask, log-probabilities) against the reference `chooseToken` on the logits the same engine gives
  * for the same step, over many steps so the device-side counts must follow the generated tokens; then a history the
  * device has not seen, and a mask that allows nothing. The layered engine on any GPU; the megakernel engine (which
- * routes such steps through one-step launches that write the logits row) on compute capability ≥ 9.0. GPU only:
- * skipped, visibly, where no GPU is usable.
+ * routes such steps through one-step launches that write the logits row) on compute capability ≥ 9.0. Then the
+ * megakernel's masked steps (a constraint's mask and nothing else: the kernel takes the token over the mask, published
+ * while the step runs), greedy and drawn in the kernel, against the same reference; and what happens when the controls'
+ * maker throws, asks for log-probabilities after all, or allows nothing. GPU only: skipped, visibly, where no GPU is
+ * usable.
  */
 import * as cudaCore from '@qk/cuda-core';
 import { cudaAvailable, cudaDeviceInfo, QkValueError, useCudaBackend } from '@qk/ops';
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../src/engine/index.js';
+import { Qwen3Megakernel } from '../src/engine/megakernel/kernel.js';
 import { chooseToken } from '../src/engine/sampling.js';
+import type { PiecewiseEngine } from '../src/generation/generation.js';
 import type {
   Engine,
   EngineName,
@@ -173,3 +178,188 @@ describe.skipIf(!gpu)('sampling controls on the layered engine (CUDA)', () => en
 describe.skipIf(!hopper)('sampling controls on the megakernel engine (CUDA, compute capability ≥ 9.0)', () =>
   engineSuite('megakernel'),
 );
+
+/** A mask allowing exactly `ids`. */
+function idsMask(ids: readonly number[]): Uint32Array {
+  const mask = new Uint32Array(Math.ceil(CONFIG.vocabSize / 32));
+  for (const t of ids) mask[t >>> 5]! |= 1 << (t & 31);
+  return mask;
+}
+
+/** Counts the masks the megakernel engine publishes (its masked steps) while `run` runs. */
+async function countingMasks<R>(run: () => Promise<R>): Promise<{ result: R; masks: number }> {
+  const proto = Qwen3Megakernel.prototype;
+  const original = proto.mask;
+  let masks = 0;
+  proto.mask = function (this: Qwen3Megakernel, index: number, words: Uint32Array) {
+    masks++;
+    return original.call(this, index, words);
+  };
+  try {
+    return { result: await run(), masks };
+  } finally {
+    proto.mask = original;
+  }
+}
+
+const maskOnly = (controls: StepControls | (() => StepControls)) =>
+  Object.assign(typeof controls === 'function' ? controls : () => controls, { maskOnly: true });
+const between = async () => {};
+
+describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capability ≥ 9.0)', () => {
+  const MASKS: [string, (step: number) => Uint32Array][] = [
+    ['a third of the ids, rotating', rotatingMask],
+    // Fewer allowed ids than the top-k, one of them past the vocabulary limit (never taken).
+    ['three ids, one past the limit', (step) => idsMask([(step * 37) % VOCAB_LIMIT, 500 + step, 995])],
+    ['one id, the last below the limit', () => idsMask([VOCAB_LIMIT - 1])],
+  ];
+  const DRAWS: [string, SamplingParams][] = [
+    ['greedy', { temperature: 0, topK: 0, topP: 1, seed: 1 }],
+    ['top-k 20, top-p 0.9', { temperature: 0.8, topK: 20, topP: 0.9, seed: 7 }],
+  ];
+  for (const [drawLabel, sampling] of DRAWS) {
+    for (const [maskLabel, maskOf] of MASKS) {
+      it(`takes the reference's token over the mask, step after step (${drawLabel}; ${maskLabel})`, async () => {
+        const engine = build('megakernel', 61) as Engine & PiecewiseEngine;
+        const prompt = randomIds(7, VOCAB_LIMIT, 62);
+        const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
+        const steps = 14;
+        const { masks } = await countingMasks(async () => {
+          for (let step = 0; step < steps; step++) {
+            const ids = step === 0 ? prompt : [history.generated.at(-1)!];
+            const start = step === 0 ? 0 : prompt.length + step - 1;
+            const controls: StepControls = { history, mask: maskOf(step), topLogprobs: null };
+            const want = chooseToken(engine.logits(ids, start), sampling, step, controls, VOCAB_LIMIT);
+            const got = await engine.chooseAsync!(ids, start, sampling, step, maskOnly(controls), between);
+            expect(got.id, `step ${step}`).toBe(want.id);
+            expect(got.logprob).toBeUndefined();
+            expect((maskOf(step)[got.id >>> 5]! >>> (got.id & 31)) & 1).toBe(1);
+            expect(got.id).toBeLessThan(VOCAB_LIMIT);
+            history.generated.push(got.id);
+          }
+        });
+        // Every decode step (all but the prompt's) ran masked in the kernel.
+        expect(masks).toBe(steps - 1);
+        engine.dispose();
+      });
+    }
+  }
+
+  it('lets the step finish when the maker throws, rejects with its error, and runs on', async () => {
+    const engine = build('megakernel', 71) as Engine & PiecewiseEngine;
+    const prompt = randomIds(6, VOCAB_LIMIT, 72);
+    const sampling = DRAWS[0]![1];
+    const history = { prompt, generated: [] as number[] };
+    const first = await engine.chooseAsync!(
+      prompt,
+      0,
+      sampling,
+      0,
+      maskOnly({ history, mask: null, topLogprobs: null }),
+      between,
+    );
+    history.generated.push(first.id);
+    const boom = new Error('the grammar failed');
+    const { masks } = await countingMasks(async () => {
+      await expect(
+        engine.chooseAsync!(
+          [first.id],
+          prompt.length,
+          sampling,
+          1,
+          maskOnly(() => {
+            throw boom;
+          }),
+          between,
+        ),
+      ).rejects.toBe(boom);
+    });
+    expect(masks).toBe(1); // (every id allowed, the token dropped)
+    const controls: StepControls = { history, mask: rotatingMask(1), topLogprobs: null };
+    const want = chooseToken(engine.logits([first.id], prompt.length), sampling, 1, controls, VOCAB_LIMIT);
+    const again = await engine.chooseAsync!(
+      [first.id],
+      prompt.length,
+      sampling,
+      1,
+      maskOnly(controls),
+      between,
+    );
+    expect(again.id).toBe(want.id);
+    engine.dispose();
+  });
+
+  it('runs the step again with the controls when the maker asks for log-probabilities after all', async () => {
+    const engine = build('megakernel', 81) as Engine & PiecewiseEngine;
+    const prompt = randomIds(6, VOCAB_LIMIT, 82);
+    const sampling = DRAWS[1]![1];
+    const history = { prompt, generated: [] as number[] };
+    const first = await engine.chooseAsync!(
+      prompt,
+      0,
+      sampling,
+      0,
+      maskOnly({ history, mask: null, topLogprobs: null }),
+      between,
+    );
+    history.generated.push(first.id);
+    const controls: StepControls = { history, mask: rotatingMask(4), topLogprobs: 3 };
+    const want = chooseToken(engine.logits([first.id], prompt.length), sampling, 1, controls, VOCAB_LIMIT);
+    let made = 0;
+    const got = await engine.chooseAsync!(
+      [first.id],
+      prompt.length,
+      sampling,
+      1,
+      maskOnly(() => {
+        made++;
+        return controls;
+      }),
+      between,
+    );
+    expect(made).toBe(1);
+    expect(got.id).toBe(want.id);
+    expect(got.logprob!).toBeCloseTo(want.logprob!, 4);
+    expect(got.topLogprobs!.map((t) => t.id)).toEqual(want.topLogprobs!.map((t) => t.id));
+    engine.dispose();
+  });
+
+  it('refuses a mask that allows no token below the vocabulary limit, and runs on after it', async () => {
+    const engine = build('megakernel', 91) as Engine & PiecewiseEngine;
+    const prompt = randomIds(5, VOCAB_LIMIT, 92);
+    const sampling = DRAWS[0]![1];
+    const history = { prompt, generated: [] as number[] };
+    const first = await engine.chooseAsync!(
+      prompt,
+      0,
+      sampling,
+      0,
+      maskOnly({ history, mask: null, topLogprobs: null }),
+      between,
+    );
+    history.generated.push(first.id);
+    const padding = idsMask([VOCAB_LIMIT, CONFIG.vocabSize - 1]);
+    await expect(
+      engine.chooseAsync!(
+        [first.id],
+        prompt.length,
+        sampling,
+        1,
+        maskOnly({ history, mask: padding, topLogprobs: null }),
+        between,
+      ),
+    ).rejects.toBeInstanceOf(QkValueError);
+    const controls: StepControls = { history, mask: null, topLogprobs: null };
+    const want = chooseToken(engine.logits([first.id], prompt.length), sampling, 1, controls, VOCAB_LIMIT);
+    const got = await engine.chooseAsync!(
+      [first.id],
+      prompt.length,
+      sampling,
+      1,
+      maskOnly(controls),
+      between,
+    );
+    expect(got.id).toBe(want.id);
+    engine.dispose();
+  });
+});

@@ -107,8 +107,12 @@ describe('checkMegakernelTuning', () => {
 });
 
 describe('the addon contract for the tuning fields', () => {
-  const addon = (fields: unknown) =>
-    ({ megakernelLimits: MEGAKERNEL_LIMITS, megakernelTuningFields: fields }) as unknown as Binding;
+  const addon = (fields: unknown, mask: unknown = () => {}) =>
+    ({
+      megakernelLimits: MEGAKERNEL_LIMITS,
+      megakernelTuningFields: fields,
+      megakernelMask: mask,
+    }) as unknown as Binding;
 
   it('accepts an addon whose table is the one @qk/qwen3 checks with', () => {
     expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS)))).toBeUndefined();
@@ -117,6 +121,12 @@ describe('the addon contract for the tuning fields', () => {
   it('refuses an addon built before the tuning object, with the rebuild command', () => {
     expect(bindingMismatch(addon(undefined))).toMatch(
       /exports no megakernelTuningFields .*pnpm --filter @qk\/cuda-core build:native/,
+    );
+  });
+
+  it('refuses an addon built before masked launches, with the rebuild command', () => {
+    expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS), null))).toMatch(
+      /has no megakernelMask .*pnpm --filter @qk\/cuda-core build:native/,
     );
   });
 

@@ -338,19 +338,14 @@ describe('generation with sampling controls on the cpu engine', () => {
 });
 
 describe('controls made after the step is queued', () => {
-  /**
-   * A piecewise engine hands its `chooseAsync` a function instead of the controls, and calls it once the step's
-   * forward pass is queued: the constraint's mask is then computed while the device works. Recorded here on the cpu
-   * engine wrapped to log when each step starts and when its controls are made.
-   */
-  it('asks the constraint for each mask once, inside the step, after the forward pass starts', async () => {
-    type Piecewise = Engine & PiecewiseEngine;
-    const inner = createCpuEngine(config, randomWeights(config, 31), {
-      maxContext: 64,
-      vocabLimit: TEXT_VOCAB,
-    }) as Piecewise;
-    const events: string[] = [];
-    const engine = {
+  type Piecewise = Engine & PiecewiseEngine;
+
+  /** `inner` (a piecewise engine) with `onChoose` called at the start of each `chooseAsync`, with its arguments. */
+  function watched(
+    inner: Piecewise,
+    onChoose: (step: number, controls: LazyStepControls) => void,
+  ): Piecewise {
+    return {
       name: inner.name,
       config: inner.config,
       dtype: inner.dtype,
@@ -373,12 +368,30 @@ describe('controls made after the step is queued', () => {
         controls: LazyStepControls,
         between: () => Promise<void>,
       ) {
-        events.push(`step ${step}`);
-        expect(typeof controls).toBe('function');
+        onChoose(step, controls);
         return inner.chooseAsync!(ids, start, s, step, controls, between);
       },
       dispose: () => inner.dispose(),
     } satisfies Piecewise;
+  }
+
+  const cpu = (seed: number) =>
+    createCpuEngine(config, randomWeights(config, seed), {
+      maxContext: 64,
+      vocabLimit: TEXT_VOCAB,
+    }) as Piecewise;
+
+  /**
+   * A piecewise engine hands its `chooseAsync` a function instead of the controls, and calls it once the step's
+   * forward pass is queued: the constraint's mask is then computed while the device works. Recorded here on the cpu
+   * engine wrapped to log when each step starts and when its controls are made.
+   */
+  it('asks the constraint for each mask once, inside the step, after the forward pass starts', async () => {
+    const events: string[] = [];
+    const engine = watched(cpu(31), (step, controls) => {
+      events.push(`step ${step}`);
+      expect(typeof controls).toBe('function');
+    });
     const rule = ruleConstraint((t) => t % 3 === 1, 5);
     const constraint: TokenConstraint = {
       nextMask: () => {
@@ -404,5 +417,34 @@ describe('controls made after the step is queued', () => {
     expect(result.ids).toEqual(eager.ids);
     twin.dispose();
     m.dispose();
+  });
+
+  /**
+   * The maker says when its controls can only be a constraint's mask (`maskOnly`): an engine may then take the token
+   * in a kernel that reads the mask as it comes (the megakernel). Log-probabilities or logit controls rule it out.
+   */
+  it('marks a maker maskOnly exactly when the job has a constraint and nothing but it', async () => {
+    const cases: [string, Partial<GenerateOptions>, boolean][] = [
+      ['a constraint alone', {}, true],
+      ['a constraint and log-probabilities', { logprobs: true, topLogprobs: 2 }, false],
+      ['a constraint and a presence penalty', { presencePenalty: 0.5 }, false],
+      ['a constraint and min-p', { minP: 0.1, temperature: 0.7 }, false],
+    ];
+    for (const [label, options, want] of cases) {
+      const seen: (boolean | undefined)[] = [];
+      const engine = watched(cpu(41), (_step, controls) => {
+        seen.push(typeof controls === 'function' ? controls.maskOnly : undefined);
+      });
+      const m = new Qwen3Model({ config, tokenizer: stubTokenizer(TEXT_VOCAB), engine });
+      const prompt = randomIds(5, TEXT_VOCAB - 1, 41);
+      const constraint = ruleConstraint((t) => t % 2 === 0, 4);
+      await m.generate(prompt, { temperature: 0, maxTokens: 6, ...options, constraint }).result;
+      expect(seen.length, label).toBe(4);
+      expect(
+        seen.every((v) => v === want),
+        label,
+      ).toBe(true);
+      m.dispose();
+    }
   });
 });

@@ -2,6 +2,7 @@
 // megakernel instance lives behind an integer handle that owns its launch arguments (every pointer checked once,
 // at creation) and its epoch; JS keeps the tensors alive while the handle lives.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,12 +34,19 @@ struct Instance {
   MegakernelArgs args;
   MegakernelPlan plan;
   uint64_t* host = nullptr;         // pinned, mapped: what the kernel publishes while it runs (args.host maps it)
+  // Pinned, mapped: a masked launch's mask slots (MegakernelArgs::mask_tags, mask_words): two tags, then two slots of
+  // mask_stride words. Made on the first masked launch.
+  uint64_t* mask_host = nullptr;
+  const uint64_t* mask_tags_dev = nullptr;
+  const uint32_t* mask_words_dev = nullptr;
+  int64_t mask_stride = 0;
   cudaEvent_t started = nullptr;    // recorded before the last launch: the kernel cannot have begun before it
   cudaEvent_t finished = nullptr;   // recorded after the last launch
   const void* screen = nullptr;     // the LM head's int8 screen (megakernelScreen), or nullptr
   uint32_t last_epoch = 0;          // the epoch of the last step launched so far
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
+  bool launch_masked = false;       // whether it reads a mask per step (megakernelMask)
   // The staged attention (tuning stagedFrom / stagedUntil, read on creation): steps of staged_from…staged_until
   // keys (rounded up to 16) use it (MegakernelArgs::staged_from, staged_keys); staged_until 0: none.
   int staged_from = 0;
@@ -51,8 +59,10 @@ void release(Instance& inst) {
   if (inst.started != nullptr) cudaEventDestroy(inst.started);
   if (inst.finished != nullptr) cudaEventDestroy(inst.finished);
   if (inst.host != nullptr) cudaFreeHost(inst.host);
+  if (inst.mask_host != nullptr) cudaFreeHost(inst.mask_host);
   inst.started = inst.finished = nullptr;
   inst.host = nullptr;
+  inst.mask_host = nullptr;
 }
 
 /** Clears the workspace and the host words once the stream is idle, and restarts the epochs. */
@@ -61,6 +71,7 @@ void restart(Instance& inst, const char* op) {
   QK_CUDA_TRY(op, cudaMemsetAsync(inst.args.workspace, 0, inst.plan.workspace_bytes, stream()));
   QK_CUDA_TRY(op, cudaStreamSynchronize(stream()));
   std::memset(inst.host, 0, kHostWords * sizeof(uint64_t));
+  if (inst.mask_host != nullptr) std::memset(inst.mask_host, 0, 2 * sizeof(uint64_t));  // the tags: epochs restart
   inst.last_epoch = 0;
   inst.launch_epoch = 0;
   inst.launch_steps = 0;
@@ -350,10 +361,32 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
       }
     }
     const int64_t position = a.count() > 6 && !info[6].IsUndefined() ? a.int64(6, "position", 0, INT32_MAX) : -1;
-    const bool screen = a.count() > 7 ? a.boolean(7, "screen") : true;
+    const bool screen = a.count() > 7 && !info[7].IsUndefined() ? a.boolean(7, "screen") : true;
+    const bool masked = a.count() > 8 && !info[8].IsUndefined() ? a.boolean(8, "masked") : false;
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
+    if (masked && (!screen || inst.screen == nullptr))
+      a.fail("masked", "needs a screened launch: the mask is read by the LM head's screen (megakernelScreen)");
+    if (masked && inst.mask_host == nullptr) {
+      // Two slots, so that the host may fill the next step's while the kernel may still read this one's.
+      const int64_t words = (inst.args.dims.vocab + 31) / 32;
+      const int64_t stride = (words + 3) / 4 * 4;
+      const size_t bytes = 2 * sizeof(uint64_t) + 2 * static_cast<size_t>(stride) * sizeof(uint32_t);
+      QK_CUDA_TRY("megakernelLaunch", cudaHostAlloc(reinterpret_cast<void**>(&inst.mask_host), bytes,
+                                                    cudaHostAllocMapped | cudaHostAllocPortable));
+      std::memset(inst.mask_host, 0, bytes);
+      void* mapped = nullptr;
+      const cudaError_t got = cudaHostGetDevicePointer(&mapped, inst.mask_host, 0);
+      if (got != cudaSuccess) {
+        cudaFreeHost(inst.mask_host);
+        inst.mask_host = nullptr;
+        QK_CUDA_TRY("megakernelLaunch", got);
+      }
+      inst.mask_tags_dev = static_cast<const uint64_t*>(mapped);
+      inst.mask_words_dev = reinterpret_cast<const uint32_t*>(static_cast<const uint64_t*>(mapped) + 2);
+      inst.mask_stride = stride;
+    }
     // The ring: the plan's short-context one for a launch known to start below its bound. (The kernel reads the
     // position from state; a wrong hint costs speed only, never correctness: both rings serve every position.)
     const bool short_ring = position >= 0 && position < inst.plan.short_until;
@@ -386,6 +419,9 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.args.steps = steps;
     inst.args.top_k = top_k;
     inst.args.lm_screen = screen ? inst.screen : nullptr;
+    inst.args.mask_tags = masked ? inst.mask_tags_dev : nullptr;
+    inst.args.mask_words = masked ? inst.mask_words_dev : nullptr;
+    inst.args.mask_stride = masked ? inst.mask_stride : 0;
     inst.args.temperature = temperature;
     inst.args.top_p = top_p;
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
@@ -396,6 +432,7 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.last_epoch += static_cast<uint32_t>(steps);
     inst.launch_epoch = inst.args.epoch;
     inst.launch_steps = steps;
+    inst.launch_masked = masked;
     return a.env().Undefined();
   });
 }
@@ -449,6 +486,43 @@ Napi::Value MegakernelToken(const Napi::CallbackInfo& info) {
   });
 }
 
+// megakernelMask(handle, index, words): publishes the mask of step `index` of the last launch (a masked one): `words`
+// (a Uint32Array of ceil(vocab / 32) words, bit t & 31 of word t >> 5 allowing id t) go into the step's slot, then its
+// tag, which the step's LM head waits for. Each step's mask is published once, in order: step `index` after step
+// index − 1's token has been published (the kernel has then read every word of the slot being overwritten).
+Napi::Value MegakernelMask(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelMask", [&info](const Args& a) -> Napi::Value {
+    a.expect_count(3);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Instance& inst = instance_at(a, 0);
+    if (inst.launch_steps == 0 || !inst.launch_masked || inst.mask_host == nullptr)
+      a.fail("handle", "has no masked launch to publish a mask for (megakernelLaunch with masked true)");
+    const int index = static_cast<int>(a.int64(1, "index", 0, inst.launch_steps - 1));
+    const Napi::Value v = info[2];
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+      a.fail("words", "must be a Uint32Array");
+    Napi::Uint32Array words = v.As<Napi::Uint32Array>();
+    const int64_t count = (inst.args.dims.vocab + 31) / 32;
+    if (static_cast<int64_t>(words.ElementLength()) != count)
+      a.fail("words", "must hold ceil(vocab / 32) = " + std::to_string(count) + " words");
+    const uint32_t epoch = inst.launch_epoch + static_cast<uint32_t>(index);
+    volatile uint64_t* tags = inst.mask_host;
+    const unsigned slot = epoch & 1u;
+    if (tags[slot] == epoch) a.fail("index", "names a step whose mask is already published");
+    if (index > 0) {
+      const uint64_t before = static_cast<const volatile uint64_t*>(inst.host)[index];  // step index − 1's token word
+      if (static_cast<uint32_t>(before >> 32) != epoch - 1)
+        a.fail("index", "names a step whose previous step has not published its token yet (megakernelToken first)");
+    }
+    uint32_t* dst = reinterpret_cast<uint32_t*>(inst.mask_host + 2) + static_cast<int64_t>(slot) * inst.mask_stride;
+    std::memcpy(dst, words.Data(), static_cast<size_t>(count) * sizeof(uint32_t));
+    // The words before the tag: the kernel reads the tag with acquire semantics, then the words.
+    std::atomic_thread_fence(std::memory_order_release);
+    __atomic_store_n(&inst.mask_host[slot], static_cast<uint64_t>(epoch), __ATOMIC_RELEASE);
+    return a.env().Undefined();
+  });
+}
+
 // megakernelReset(handle): after a launch reported an error, clears the workspace (flagged words, merge counters, the
 // abort flag) and the host words, and restarts the epochs.
 Napi::Value MegakernelReset(const Napi::CallbackInfo& info) {
@@ -495,6 +569,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelScreen", MegakernelScreen);
   define(env, exports, "megakernelLaunch", MegakernelLaunch);
   define(env, exports, "megakernelToken", MegakernelToken);
+  define(env, exports, "megakernelMask", MegakernelMask);
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
   define(env, exports, "megakernelLaunchPaths", MegakernelLaunchPaths);

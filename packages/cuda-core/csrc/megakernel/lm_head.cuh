@@ -98,6 +98,14 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
 // other rows are recomputed, from the bf16 LM head with the unscreened code's arithmetic, and they go to the block's
 // argmax or top-k as before. So the argmax, or the top-k and their logits (what a draw reads), are the unscreened
 // ones, id for id, and the step reads about half the bytes.
+//
+// A launch with a mask (MegakernelArgs::mask_tags: a constraint's allowed ids, published by the host while the step
+// runs) treats every id whose bit is clear as an id past vocab_limit: no bound, no candidate, no logit offered. The
+// block's thread 0 waits for the step's tag while the others quantise x, and the block's words (its rows' bits, a few
+// dozen) are copied into shared memory after the warps' lists before the rows are read.
+
+/** Mask words of a block's LM-head rows [u0, u1) at most: (u1 − u0) / 32 + 2. */
+__host__ __device__ constexpr int64_t screen_mask_words(int64_t rows) { return rows / 32 + 2; }
 
 constexpr int kScreenMeta = kMegakernelScreenMeta;  // bytes of floats after a screen row's weights
 
@@ -135,6 +143,20 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   int16_t* x16 = reinterpret_cast<int16_t*>(b.x + hidden);
   float* upper = reinterpret_cast<float*>(x16 + hidden);
   float* red = b.red;  // [0, 7): max |x|, [7, 14): Σ x², [14, 21): Σ dx², [21, 28): the warps' best lower bounds
+  const StageShape s = stage_shape(a, -1, -1);
+  int64_t u0 = 0, u1 = 0;
+  stage_range(s.units, u0, u1);
+  const int rows = static_cast<int>(u1 - u0);
+  // The mask's words of rows [u0, u1) (launches with a mask), after the warps' lists of lower bounds.
+  const bool masked = a.mask_tags != nullptr;
+  uint32_t* mask = reinterpret_cast<uint32_t*>(upper + ((rows + 1) & ~1) + 2 * kConsumerWarps * kMaxTopK);
+  const int64_t w0 = u0 >> 5;
+  const int words = rows > 0 ? static_cast<int>(((u1 - 1) >> 5) - w0 + 1) : 0;
+  if (masked && threadIdx.x == 0) {
+    const unsigned slot = b.epoch & 1u;
+    b.flag[3] = mask_wait(a.mask_tags + slot, b.epoch, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns) ? 1 : 0;
+  }
+  const auto allowed = [&](int64_t u) { return !masked || ((mask[(u >> 5) - w0] >> (u & 31)) & 1u) != 0; };
   // 1. x: its largest magnitude and its norm, then x16 and the norm of what it leaves out. (A NaN or infinity in x
   // makes every row a candidate: the unscreened arithmetic then decides, as it would have.)
   float m = 0.f, xx = 0.f;
@@ -148,7 +170,12 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   m = warp_max(m);
   xx = warp_sum(xx);
   bad = __any_sync(0xffffffffu, bad);
-  consumer_sync();  // red was last read by the final norm
+  consumer_sync();  // red was last read by the final norm; (masked) thread 0 has seen the step's tag, or failed
+  if (masked) {
+    if (b.flag[3] == 0) return false;  // (every consumer thread: the launch aborts)
+    const uint32_t* src = a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride + w0;
+    for (int i = threadIdx.x; i < words; i += kConsumers) mask[i] = host_load_u32(src + i);
+  }
   if (lane == 0) {
     red[warp] = bad ? INFINITY : m;
     red[kConsumerWarps + warp] = xx;
@@ -180,10 +207,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   // The norms, rounded up generously (their own float sums are off by far less than 2^-10).
   const float nx = sqrtf(xx) * (1.f + 0x1p-10f), ndx = sqrtf(dd) * (1.f + 0x1p-10f) + 0x1p-100f;
 
-  // 2. The screen's rows: a row pair per warp turn, as consume_gemv's pairs.
-  const StageShape s = stage_shape(a, -1, -1);
-  int64_t u0 = 0, u1 = 0;
-  stage_range(s.units, u0, u1);
+  // 2. The screen's rows: a row pair per warp turn, as consume_gemv's pairs. (The mask's words landed before the
+  // barrier above.)
   const int chunks = hidden / 16;
   float lower = -INFINITY;        // argmax: the warp's best lower bound so far (every lane holds it)
   TopK low{0ull, 0ull, 0ull, 0};  // sampling: the warp's k best lower bounds so far (as candidate keys)
@@ -217,7 +242,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const float sr = __uint_as_float(mr.x), er = __uint_as_float(mr.y), nr = __uint_as_float(mr.z);
         const float c = static_cast<float>(h == 0 ? acc0 : acc1) * sr * sx;
         const float bound = fmaf(er, nx, fmaf(nr, ndx, nr * nx * 0x1p-10f));
-        const bool live = u < a.vocab_limit;
+        const bool live = u < a.vocab_limit && allowed(u);
         const float up = live ? c + bound : -INFINITY;
         if constexpr (kSample) {
           // (Warp-uniform: every lane holds the sums and the row's floats. A NaN bound is no bound.)
@@ -241,7 +266,6 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     // The warps' lists after the rows' bounds. T is the key, among the lists' first k places, with exactly k − 1 keys
     // above it (keys never tie; each list is sorted, so a binary search per list). Fewer than k rows with a finite
     // lower bound leave T = −inf, and every row a candidate.
-    const int rows = static_cast<int>(u1 - u0);
     unsigned long long* lists = reinterpret_cast<unsigned long long*>(upper + ((rows + 1) & ~1));
     lists[warp * kMaxTopK + lane] = low.e0;
     lists[warp * kMaxTopK + 32 + lane] = low.e1;
@@ -267,7 +291,9 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
     // A NaN upper bound (a row of non-finite weights against x = 0) makes a candidate, so that its logit reaches the
     // draw's non-finite check, as unscreened.
-    const auto cand_at = [&](int i) { return i < rows && u0 + i < a.vocab_limit && (bad || !(upper[i] < thr)); };
+    const auto cand_at = [&](int i) {
+      return i < rows && u0 + i < a.vocab_limit && allowed(u0 + i) && (bad || !(upper[i] < thr));
+    };
     const bf16* lm = static_cast<const bf16*>(a.lm_head);
     // A block has tens of candidates here (the k best and those within the bounds of them), several per warp: L2
     // requests for every one of the warp's rows first, then their logits two rows at a time, so that the warp waits
@@ -315,12 +341,11 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     float t = -INFINITY;
     for (int w = 0; w < kConsumerWarps; w++) t = fmaxf(t, red[3 * kConsumerWarps + w]);
     const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
-    const int rows = static_cast<int>(u1 - u0);
     const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
     for (int base = warp * 32; base < rows; base += kConsumers) {
       const int i = base + lane;
       // (A NaN upper bound, a row of non-finite weights against x = 0, makes a candidate: its logit reaches `offer`.)
-      const bool cand = i < rows && u0 + i < a.vocab_limit && (bad || !(upper[i] < thr));
+      const bool cand = i < rows && u0 + i < a.vocab_limit && allowed(u0 + i) && (bad || !(upper[i] < thr));
       for (unsigned hits = __ballot_sync(0xffffffffu, cand); hits != 0; hits &= hits - 1) {
         const int64_t u = u0 + base + __ffs(hits) - 1;
         const bf16* row = static_cast<const bf16*>(a.lm_head) + u * hidden;

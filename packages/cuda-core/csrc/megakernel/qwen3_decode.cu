@@ -367,6 +367,10 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
     return cudaErrorInvalidValue;
   if (args.lm_screen != nullptr && (args.claim != 0 || plan.screen_rows <= 0))
     return cudaErrorInvalidValue;
+  // A mask is read by the screened LM head only (its rows a fixed share), from slots of whole vocabularies.
+  if ((args.mask_tags == nullptr) != (args.mask_words == nullptr) ||
+      (args.mask_tags != nullptr && (args.lm_screen == nullptr || args.mask_stride < (args.dims.vocab + 31) / 32)))
+    return cudaErrorInvalidValue;
   // The staged attention: query groups of 2, fixed shares, whole 16-key tiles, and rows that fit past the ring it keeps
   // or, over the whole ring, in its place (and then its blocks must skip the layers' rows: fewer items than the grid,
   // and no more than skip_items).

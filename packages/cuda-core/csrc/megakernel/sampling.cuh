@@ -161,9 +161,16 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   if (warp != 0) return true;
   for (int w = 1; w < kConsumerWarps; w++) top_merge_list(all, lists + w * kMaxTopK, k);
 
-  const int kept = static_cast<int>(min(static_cast<int64_t>(k), a.vocab_limit));
+  int kept = static_cast<int>(min(static_cast<int64_t>(k), a.vocab_limit));
+  // With a mask, fewer ids than k may be allowed: the draw keeps the candidates there are (the places past them are
+  // empty keys, 0), as `sample` gives the masked ids a weight of 0.
+  if (a.mask_tags != nullptr) {
+    const int filled = __popc(__ballot_sync(0xffffffffu, all.e0 != 0ull)) +
+                       __popc(__ballot_sync(0xffffffffu, all.e1 != 0ull));
+    kept = min(kept, filled);
+  }
   const float maxf = sample_key_value(static_cast<unsigned>(__shfl_sync(0xffffffffu, all.e0, 0) >> 32));
-  if (bad || maxf == -INFINITY) {
+  if (bad || kept == 0 || maxf == -INFINITY) {
     if (lane == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
     return false;
   }

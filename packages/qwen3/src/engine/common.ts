@@ -149,7 +149,14 @@ export function checkSampling(op: string, sampling: SamplingParams): void {
  * calls it once, after it has queued the step's forward pass: the host work it does (a constraint's next mask) then
  * runs while the device computes the logits, instead of before it.
  */
-export type LazyStepControls = StepControls | (() => StepControls);
+export type LazyStepControls = StepControls | StepControlsMaker;
+
+/**
+ * A function that makes a step's controls. `maskOnly: true` promises that what it makes asks for no
+ * log-probabilities (`topLogprobs` null): at most a mask matters, so an engine may take the token in a kernel that
+ * reads the mask while the step runs (the megakernel; see gpu-engine.ts) before the controls are made.
+ */
+export type StepControlsMaker = (() => StepControls) & { readonly maskOnly?: boolean };
 
 /** `controls`, made now if they are a function, and checked (see {@link checkStepControls}). */
 export function resolveStepControls(op: string, controls: LazyStepControls): StepControls {

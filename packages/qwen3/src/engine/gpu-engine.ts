@@ -13,7 +13,7 @@ import {
   type Tensor,
 } from '@qk/ops';
 import type { PiecewiseEngine } from '../generation/generation.js';
-import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams } from '../types.js';
+import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams, StepControls } from '../types.js';
 import {
   checkForwardArgs,
   checkSampling,
@@ -27,7 +27,7 @@ import { DeviceSampler } from './device-sampling.js';
 import { itemOf, type LayeredStack } from './layered-stack.js';
 import { listVariants } from './modules.js';
 import { isNonFiniteLogitsError, nonFiniteError } from './nonfinite.js';
-import { refuseControlsInNext } from './sampling.js';
+import { hasLogitControls, maskWordsFor, noTokenAllowed, refuseControlsInNext } from './sampling.js';
 
 type T = Tensor<FloatDType>;
 
@@ -57,6 +57,18 @@ export interface KernelDecoder {
   step(id: number, position: number): Forwarded;
   /** Whether the queued steps can draw by `sampling` in the kernel (else a sampled step runs as one {@link step}). */
   draws(sampling: SamplingParams): boolean;
+  /**
+   * Queues a decode step of `id` at `position` (generation step `stepIndex`, greedy or drawn by `sampling`) whose
+   * token the kernel takes over the ids of a mask published while the step runs, and returns the function that
+   * publishes it (`⌈vocab / 32⌉` words) and waits for the token; null, queuing nothing, where this decoder cannot
+   * (an LM head without the screen, or sampling the kernel does not draw by).
+   */
+  maskedStep?(
+    id: number,
+    position: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+  ): ((words: Uint32Array) => number) | null;
   /** Frees the decoder; returns what to run once the engine has freed everything else, if anything. */
   dispose(): (() => void) | undefined;
 }
@@ -326,6 +338,67 @@ export function createGpuEngine(
   }
 
   /**
+   * A controlled decode step in the kernel decoder, where the controls can only be a constraint's mask (their maker
+   * says so: `maskOnly`, and the sampling has no logit controls): the step is queued with the mask to come, the
+   * controls are made while its layers run, and the kernel takes the token over the mask's ids, with the LM head's
+   * screen and no logits row, controls or sampling kernels after it (the path of every other controlled step: see
+   * {@link Engine.choose}). Null where it does not apply, queuing nothing; `{ made }` where the controls turned out to
+   * ask for more than a mask: the kernel's step then ran with every id allowed and its token is dropped, and the
+   * caller runs the step again with those controls (its cache row is written again, with the same values).
+   */
+  function maskedChoice(
+    ids: readonly number[],
+    start: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+    controls: LazyStepControls,
+  ): SampledToken | { made: StepControls } | null {
+    if (
+      ids.length !== 1 ||
+      decoder?.maskedStep === undefined ||
+      !decoder.covers(start) ||
+      typeof controls !== 'function' ||
+      controls.maskOnly !== true ||
+      hasLogitControls(sampling)
+    ) {
+      return null;
+    }
+    checkForwardArgs(op, config, maxContext, filled, ids, start);
+    queue.clear(); // (as in forward())
+    const finish = decoder.maskedStep(ids[0]!, start, sampling, stepIndex);
+    if (finish === null) return null;
+    filled = start + 1;
+    const release = () => {
+      try {
+        finish(allowAll(vocabSize));
+      } catch {
+        // (the step's own failure; the error being reported is the caller's)
+      }
+    };
+    let made: StepControls;
+    try {
+      made = resolveStepControls(op, controls);
+    } catch (e) {
+      release();
+      throw e;
+    }
+    if (made.topLogprobs !== null) {
+      release();
+      return { made };
+    }
+    let words = allowAll(vocabSize);
+    if (made.mask !== null) {
+      const w = maskWordsFor(made.mask, vocabSize, vocabLimit);
+      if (!w.any) {
+        release();
+        throw noTokenAllowed(op, stepIndex);
+      }
+      words = new Uint32Array(w.words.buffer, w.words.byteOffset, w.words.length);
+    }
+    return { id: finish(words) };
+  }
+
+  /**
    * The token of {@link Engine.choose}, by the controls (see {@link finiteToken}); controls given as a function are
    * made once the forward pass is queued.
    */
@@ -336,6 +409,9 @@ export function createGpuEngine(
     stepIndex: number,
     controls: LazyStepControls,
   ): SampledToken {
+    const masked = maskedChoice(ids, start, sampling, stepIndex, controls);
+    if (masked !== null && 'id' in masked) return masked;
+    if (masked !== null) controls = masked.made; // (made once: the step runs again below, as any controlled step)
     const r = forward(ids, start);
     const views: Tensor[] = [];
     try {
@@ -353,6 +429,11 @@ export function createGpuEngine(
       if (r.owned) r.logits.dispose();
     }
   }
+}
+
+/** Every id allowed, for a masked kernel step whose controls turned out not to be a mask (its token is dropped). */
+function allowAll(vocab: number): Uint32Array {
+  return new Uint32Array(Math.ceil(vocab / 32)).fill(0xffffffff);
 }
 
 /**

@@ -3,7 +3,7 @@
  * between so abort signals and Ctrl-C are seen) and the `Generation` object that streams its text.
  */
 
-import type { LazyStepControls } from '../engine/common.js';
+import type { LazyStepControls, StepControlsMaker } from '../engine/common.js';
 import {
   chooseToken,
   hasLogitControls,
@@ -318,7 +318,7 @@ async function nextToken(
   ids: readonly number[],
   start: number,
   step: number,
-  controlsOf: (() => StepControls) | null,
+  controlsOf: StepControlsMaker | null,
 ): Promise<SampledToken> {
   const { engine, sampling } = job;
   // Where the engine allows it, abort signals and Ctrl-C are seen between layers, not only between tokens.
@@ -327,10 +327,13 @@ async function nextToken(
     throwIfInterrupted(job);
   };
   let made: StepControls | null = null;
-  const controls = (): StepControls => {
-    made ??= controlsOf!();
-    return made;
-  };
+  const controls = Object.assign(
+    (): StepControls => {
+      made ??= controlsOf!();
+      return made;
+    },
+    { maskOnly: controlsOf?.maskOnly === true },
+  );
   let choice: SampledToken;
   if (controlsOf === null) {
     const id = isPiecewise(engine)
@@ -358,9 +361,15 @@ async function nextToken(
  * token), the history and the log-probabilities asked for; `null` when the job needs none. Call it after the
  * constraint has accepted the previous step's token.
  */
-function stepControls(job: GenerationJob, history: TokenHistory, step: number): (() => StepControls) | null {
+function stepControls(job: GenerationJob, history: TokenHistory, step: number): StepControlsMaker | null {
   if (!needsControls(job)) return null;
-  return () => makeStepControls(job, history, step);
+  const make = () => makeStepControls(job, history, step);
+  // Only a constraint's mask: an engine may take the token in a kernel that reads the mask as it comes.
+  const maskOnly =
+    job.constraint !== undefined &&
+    !hasLogitControls(job.sampling) &&
+    (job.topLogprobs === undefined || job.topLogprobs === null);
+  return Object.assign(make, { maskOnly });
 }
 
 function makeStepControls(job: GenerationJob, history: TokenHistory, step: number): StepControls {

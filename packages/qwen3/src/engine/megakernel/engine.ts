@@ -4,8 +4,10 @@
  * with the layered kernels (layered-stack.ts). Greedy steps, and sampled ones with a top-k of at most 64, run several
  * per launch (`megakernelSteps`) and queue ahead of the caller (decode-queue.ts): each step's token feeds the next on
  * the device and reaches the host as soon as it is made. A sampled step draws in the kernel with the uniform of its
- * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. Other steps (a larger or
- * no top-k, the sampling controls, `logits()`) run one per launch, writing their full logits row.
+ * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. A step whose only control
+ * is a constraint's mask runs one per launch with the screen, the kernel waiting for the mask at its LM head while
+ * the host computes it (`maskedStep`). Other steps (a larger or no top-k, the other sampling controls,
+ * log-probabilities, `logits()`) run one per launch, writing their full logits row.
  */
 import { QkValueError, Rng } from '@qk/ops';
 import type { PiecewiseEngine } from '../../generation/generation.js';
@@ -188,6 +190,21 @@ export function createMegakernelEngine(
       return { logits: mk.logits, owned: false, greedy: () => mk.result(), settled: () => void mk.result() };
     },
     draws: sampledInKernel,
+    maskedStep(id, position, sampling, stepIndex) {
+      // The screen reads the mask (an instance without it, or claiming its tiles, has none); the kernel draws with a
+      // top-k of at most 64.
+      if (!mk.screened || (sampling.temperature > 0 && !sampledInKernel(sampling))) return null;
+      if (sampling.temperature === 0) mk.launch(id, position, 1, undefined, { masked: true });
+      else {
+        const { temperature, topK, topP, seed } = sampling;
+        const uniforms = Float64Array.of(new Rng(stepSeed(seed, stepIndex)).nextFloat());
+        mk.launch(id, position, 1, { temperature, topK, topP, uniforms }, { masked: true });
+      }
+      return (words) => {
+        mk.mask(0, words);
+        return mk.token(0);
+      };
+    },
     dispose() {
       const summary = mk.traceSummary();
       mk.dispose();

@@ -230,8 +230,11 @@ export class Qwen3Megakernel {
   readonly #vocab: number;
   /** The state the last step left on the device (its token and position + 1), when known. */
   #expected: { token: number; position: number } | null = null;
-  /** The last launch: its first position and its steps (null before the first, or after a failure). */
-  #launched: { position: number; steps: number } | null = null;
+  /**
+   * The last launch: its first position, its steps and whether they wait for masks, with the masks published so far
+   * (null before the first, or after a failure).
+   */
+  #launched: { position: number; steps: number; masked: boolean; published: number } | null = null;
   readonly #trace: Tensor<'u8'> | null;
   readonly #traceStats: MegakernelTraceStats | null;
 
@@ -411,16 +414,39 @@ export class Qwen3Megakernel {
    * position + steps − 1 are written; `logits` ends with the last step's, unless the instance is {@link screened}
    * and `options.logits` is not true (the argmax, or the draw, is the same either way). An instance that
    * records a trace runs one step per launch.
+   *
+   * With `options.masked` (a {@link screened} instance only), each step takes its token over the ids of a mask that
+   * the caller publishes while the step runs ({@link mask}): the step's layers run first, and its LM head waits for
+   * the mask (within the instance's timeout, 2 s by default, after which the launch fails). Publish every step's mask
+   * before asking for its token.
    */
   launch(
     token: number,
     position: number,
     steps: number,
     sampling?: MegakernelSampling,
-    options?: { readonly logits?: boolean },
+    options?: { readonly logits?: boolean; readonly masked?: boolean },
   ): void {
     const op = 'Qwen3Megakernel.launch';
     const h = this.#live('launch');
+    const masked = options?.masked === true;
+    if (masked && (!this.screened || options?.logits === true)) {
+      throw new QkValueError(
+        op,
+        'options.masked',
+        this.screened
+          ? 'cannot be combined with logits: a masked launch screens the LM head and writes no logits.'
+          : 'needs an instance that screens its LM head (the screen reads the mask); this one does not.',
+      );
+    }
+    const pending = this.#launched;
+    if (pending?.masked && pending.published < pending.steps) {
+      throw new QkValueError(
+        op,
+        'options',
+        `the last launch still waits for the mask of its step ${pending.published}: publish it (mask()) first.`,
+      );
+    }
     if (!Number.isSafeInteger(token) || token < 0 || token >= this.#vocab) {
       throw new QkValueError(op, 'token', `must be an integer id in [0, ${this.#vocab}), got ${token}.`);
     }
@@ -456,6 +482,7 @@ export class Qwen3Megakernel {
             undefined,
             position,
             options?.logits !== true,
+            masked,
           )
         : megakernelBinding(op).megakernelLaunch(
             h,
@@ -466,9 +493,42 @@ export class Qwen3Megakernel {
             sampling.uniforms,
             position,
             options?.logits !== true,
+            masked,
           ),
     );
-    this.#launched = { position, steps };
+    this.#launched = { position, steps, masked, published: masked ? 0 : steps };
+  }
+
+  /**
+   * Publishes the mask of step `index` of the last launch, a masked one ({@link launch}): `words` holds
+   * ceil(vocab / 32) words, bit `t & 31` of word `t >>> 5` allowing id `t` (ids at or past the instance's
+   * `vocabLimit` are never taken). Steps in order, each once; a step after the first only once the token of the step
+   * before it has been read ({@link token}).
+   */
+  mask(index: number, words: Uint32Array): void {
+    const op = 'Qwen3Megakernel.mask';
+    const h = this.#live('mask');
+    const launched = this.#launched;
+    if (launched === null || !launched.masked) {
+      throw new QkValueError(
+        op,
+        'index',
+        'the last launch is not a masked one (launch with options.masked).',
+      );
+    }
+    if (index !== launched.published) {
+      throw new QkValueError(
+        op,
+        'index',
+        `must be ${launched.published}, the next step without a mask, got ${index} (each step's mask once, in order).`,
+      );
+    }
+    const count = Math.ceil(this.#vocab / 32);
+    if (!(words instanceof Uint32Array) || words.length !== count) {
+      throw new QkValueError(op, 'words', `must be a Uint32Array of ceil(vocab / 32) = ${count} words.`);
+    }
+    nativeCall(op, () => megakernelBinding(op).megakernelMask(h, index, words));
+    launched.published++;
   }
 
   /**
@@ -485,6 +545,14 @@ export class Qwen3Megakernel {
     if (launched === null) throw new QkValueError(op, 'index', 'there is no launch to read a token of.');
     if (!Number.isSafeInteger(index) || index < 0 || index >= launched.steps) {
       throw new QkValueError(op, 'index', `must be an integer in [0, ${launched.steps}), got ${index}.`);
+    }
+    if (index >= launched.published) {
+      // (It would wait for the kernel, which waits for the mask, until the timeout.)
+      throw new QkValueError(
+        op,
+        'index',
+        `names a step whose mask is not published yet (mask(${index}, …) first).`,
+      );
     }
     const got = nativeCall(op, () => megakernelBinding(op).megakernelToken(h, index));
     if (got < 0) {
@@ -527,6 +595,19 @@ export class Qwen3Megakernel {
 
   dispose(): void {
     if (this.#handle === null) return;
+    const pending = this.#launched;
+    if (pending?.masked) {
+      // Steps still waiting for their masks get every id, so that the kernel ends now rather than at its timeout.
+      const all = new Uint32Array(Math.ceil(this.#vocab / 32)).fill(0xffffffff);
+      try {
+        for (let i = pending.published; i < pending.steps; i++) {
+          if (i > 0) this.token(i - 1); // (its token first: see mask())
+          this.mask(i, all);
+        }
+      } catch {
+        // (the launch failed: the stream wait below ends with it)
+      }
+    }
     const h = this.#handle;
     this.#handle = null;
     try {
