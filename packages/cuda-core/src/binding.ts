@@ -87,6 +87,7 @@ export const MegakernelErrorCode = {
   badToken: 3,
   nonFinite: 4,
   wrongPath: 5,
+  cancelled: 6,
 } as const;
 export type MegakernelErrorCode = (typeof MegakernelErrorCode)[keyof typeof MegakernelErrorCode];
 
@@ -657,6 +658,11 @@ export interface Binding {
    * and a launch's first step only after every step of the launches before it has.
    */
   megakernelMask(handle: number, index: number, words: Uint32Array): void;
+  /**
+   * Ends a masked last launch that still waits for masks (its waiting step fails with `cancelled` at its LM head),
+   * waits for the stream and clears the instance as {@link Binding.megakernelReset} does. Nothing otherwise.
+   */
+  megakernelCancel(handle: number): void;
   /**
    * The token of step `index` of the last launch: spins on the host word the kernel publishes it in, while the kernel
    * goes on. Returns `-code` ({@link MegakernelErrorCode}) when the launch failed. Throws when the launch ended

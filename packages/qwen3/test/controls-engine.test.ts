@@ -220,32 +220,68 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   for (const [drawLabel, sampling] of DRAWS) {
     for (const [maskLabel, maskOf] of MASKS) {
       it(`takes the reference's token over the mask, step after step (${drawLabel}; ${maskLabel})`, async () => {
+        // The steps run as one generation would (each the next queued masked step); the reference replays them on a
+        // second engine with the same weights, one logits row per step.
         const engine = build('megakernel', 61) as Engine & PiecewiseEngine;
+        const twin = build('megakernel', 61);
         const prompt = randomIds(7, VOCAB_LIMIT, 62);
         const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
-        const steps = 14;
+        const steps = 20;
         const { masks } = await countingMasks(async () => {
           for (let step = 0; step < steps; step++) {
             const ids = step === 0 ? prompt : [history.generated.at(-1)!];
             const start = step === 0 ? 0 : prompt.length + step - 1;
             const controls: StepControls = { history, mask: maskOf(step), topLogprobs: null };
-            const want = chooseToken(engine.logits(ids, start), sampling, step, controls, VOCAB_LIMIT);
             const got = await engine.chooseAsync!(ids, start, sampling, step, maskOnly(controls), between);
+            const want = chooseToken(twin.logits(ids, start), sampling, step, controls, VOCAB_LIMIT);
             expect(got.id, `step ${step}`).toBe(want.id);
-            expect(got.logprob).toBeUndefined();
+            expect(got.logprob === undefined).toBe(true);
             expect((maskOf(step)[got.id >>> 5]! >>> (got.id & 31)) & 1).toBe(1);
-            expect(got.id).toBeLessThan(VOCAB_LIMIT);
             history.generated.push(got.id);
           }
         });
         // Every decode step (all but the prompt's) ran masked in the kernel.
         expect(masks).toBe(steps - 1);
+        // The generation ends with steps still queued: they are dropped, and the engine goes on (here: logits of
+        // the next step, as the reference gives them).
+        engine.dropQueued!();
+        const next = [history.generated.at(-1)!];
+        const at = prompt.length + steps - 1;
+        expect(Array.from(engine.logits(next, at))).toEqual(Array.from(twin.logits(next, at)));
         engine.dispose();
+        twin.dispose();
       });
     }
   }
 
-  it('lets the step finish when the maker throws, rejects with its error, and runs on', async () => {
+  it('drops queued masked steps for any other call, and for a step that is not the next queued one', async () => {
+    const engine = build('megakernel', 65) as Engine & PiecewiseEngine;
+    const twin = build('megakernel', 65);
+    const prompt = randomIds(6, VOCAB_LIMIT, 66);
+    const sampling = DRAWS[0]![1];
+    const history = { prompt, generated: [] as number[] };
+    const run = async (ids: number[], start: number, step: number) => {
+      const controls: StepControls = { history, mask: rotatingMask(step), topLogprobs: null };
+      const got = await engine.chooseAsync!(ids, start, sampling, step, maskOnly(controls), between);
+      expect(got.id, `step ${step}`).toBe(
+        chooseToken(twin.logits(ids, start), sampling, step, controls, VOCAB_LIMIT).id,
+      );
+      return got.id;
+    };
+    const t0 = await run(prompt, 0, 0);
+    const t1 = await run([t0], prompt.length, 1);
+    // A plain greedy step at the next position (next(): the queued masked steps are dropped first).
+    const plain = engine.next([t1], prompt.length + 1, sampling, 2);
+    expect(plain).toBe(twin.next([t1], prompt.length + 1, sampling, 2));
+    // Masked again from there, then a step fed another token than the one queued: it starts a new launch.
+    const t3 = await run([plain], prompt.length + 2, 3);
+    const other = (t3 + 1) % VOCAB_LIMIT;
+    await run([other], prompt.length + 3, 4);
+    engine.dispose();
+    twin.dispose();
+  });
+
+  it('drops the queued steps when the maker throws, rejects with its error, and runs on', async () => {
     const engine = build('megakernel', 71) as Engine & PiecewiseEngine;
     const prompt = randomIds(6, VOCAB_LIMIT, 72);
     const sampling = DRAWS[0]![1];
@@ -274,7 +310,7 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
         ),
       ).rejects.toBe(boom);
     });
-    expect(masks).toBe(1); // (every id allowed, the token dropped)
+    expect(masks).toBe(0); // (the queued steps are dropped before they get a mask)
     const controls: StepControls = { history, mask: rotatingMask(1), topLogprobs: null };
     const want = chooseToken(engine.logits([first.id], prompt.length), sampling, 1, controls, VOCAB_LIMIT);
     const again = await engine.chooseAsync!(

@@ -112,6 +112,7 @@ describe('the addon contract for the tuning fields', () => {
       megakernelLimits: MEGAKERNEL_LIMITS,
       megakernelTuningFields: fields,
       megakernelMask: mask,
+      megakernelCancel: mask,
     }) as unknown as Binding;
 
   it('accepts an addon whose table is the one @qk/qwen3 checks with', () => {

@@ -523,6 +523,23 @@ Napi::Value MegakernelMask(const Napi::CallbackInfo& info) {
   });
 }
 
+// megakernelCancel(handle): ends a masked launch that still waits for masks: both slots are tagged
+// kMegakernelMaskCancel, so its waiting step fails with Cancelled at its LM head; then, once the stream is idle, the
+// instance is cleared as megakernelReset clears it. Nothing for an instance whose last launch is not masked.
+Napi::Value MegakernelCancel(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelCancel", [](const Args& a) -> Napi::Value {
+    a.expect_count(1);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Instance& inst = instance_at(a, 0);
+    if (inst.launch_steps == 0 || !inst.launch_masked || inst.mask_host == nullptr) return a.env().Undefined();
+    __atomic_store_n(&inst.mask_host[0], kMegakernelMaskCancel, __ATOMIC_RELEASE);
+    __atomic_store_n(&inst.mask_host[1], kMegakernelMaskCancel, __ATOMIC_RELEASE);
+    restart(inst, "megakernelCancel");
+    inst.launch_masked = false;
+    return a.env().Undefined();
+  });
+}
+
 // megakernelReset(handle): after a launch reported an error, clears the workspace (flagged words, merge counters, the
 // abort flag) and the host words, and restarts the epochs.
 Napi::Value MegakernelReset(const Napi::CallbackInfo& info) {
@@ -570,6 +587,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelLaunch", MegakernelLaunch);
   define(env, exports, "megakernelToken", MegakernelToken);
   define(env, exports, "megakernelMask", MegakernelMask);
+  define(env, exports, "megakernelCancel", MegakernelCancel);
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
   define(env, exports, "megakernelLaunchPaths", MegakernelLaunchPaths);

@@ -187,7 +187,8 @@ struct MegakernelArgs {
   const void* lm_screen = nullptr;
   // A constraint's mask (screened launches only: the block's LM-head rows must be a fixed share), in host-mapped memory
   // the host fills while the launch runs: the host writes the words of the step tagged e (the step's epoch) at
-  // mask_words + (e & 1) · mask_stride, then stores e in mask_tags[e & 1]. The step's LM head waits for that tag
+  // mask_words + (e & 1) · mask_stride, then stores e in mask_tags[e & 1] (or kMegakernelMaskCancel in both, to end
+  // the launch at its next wait: MegakernelError::Cancelled). The step's LM head waits for that tag
   // (bounded by timeout_ns), reads the words of its rows, and takes its argmax or top-k over the ids below vocab_limit
   // whose bit (t & 31 of word t >> 5) is set. nullptr: every id.
   const uint64_t* mask_tags = nullptr;
@@ -242,7 +243,12 @@ enum class MegakernelError : int32_t {
                        // vocab_limit, or all of them −inf
   WrongPath = 5,       // the staged kernel (MegakernelArgs::path_kernels) found a step that is not staged: the
                        // launch's position was not the state's
+  Cancelled = 6,       // a masked launch's step found its mask slot tagged kMegakernelMaskCancel: the host dropped
+                       // the launch's remaining steps
 };
+
+/** The mask tag that cancels a masked launch (MegakernelArgs::mask_tags): its waiting step fails with Cancelled. */
+constexpr uint64_t kMegakernelMaskCancel = ~0ull;
 
 /**
  * The launch shape for `dims` on the current device, or an error: cudaErrorNotSupported when the sizes are not a

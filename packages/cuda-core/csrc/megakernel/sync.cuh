@@ -137,7 +137,8 @@ __device__ __noinline__ int token_wait(unsigned* sync, int32_t* result, uint64_t
 
 /**
  * Waits for the host to tag a mask slot with `epoch` (MegakernelArgs::mask_tags: host-mapped, so each poll is a round
- * trip over the bus, and every one checks the bound); false on timeout or when another block aborted.
+ * trip over the bus, and every one checks the bound); false on timeout, when another block aborted, or when the host
+ * cancelled the launch (then recorded as its error).
  */
 __device__ __noinline__ bool mask_wait(const uint64_t* tag, unsigned epoch, unsigned* sync, int32_t* result,
                                        uint64_t* host, unsigned launch_epoch, uint64_t timeout_ns) {
@@ -146,6 +147,10 @@ __device__ __noinline__ bool mask_wait(const uint64_t* tag, unsigned epoch, unsi
     unsigned long long w;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tag) : "memory");
     if (w == epoch) return true;
+    if (w == kMegakernelMaskCancel) {
+      fail(sync, result, host, launch_epoch, MegakernelError::Cancelled);
+      return false;
+    }
     if (spin_must_stop(i, 0, start, sync, result, host, launch_epoch, timeout_ns)) return false;
   }
 }

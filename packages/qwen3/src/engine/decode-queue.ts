@@ -33,18 +33,15 @@ export interface DecodeLane {
   runsAhead(position: number, draw: Draw | null): boolean;
 }
 
+/** Whether `a` and `b` draw tokens alike (temperature, top-k, top-p and seed; the step picks the uniform). */
+export function sameSampling(a: SamplingParams, b: SamplingParams): boolean {
+  return a.temperature === b.temperature && a.topK === b.topK && a.topP === b.topP && a.seed === b.seed;
+}
+
 /** Whether step `k` of steps queued drawing by `queued` draws as `wanted` asks (both greedy, or the same sampling). */
 function sameDraw(queued: Draw | null, wanted: Draw | null, k: number): boolean {
   if (queued === null || wanted === null) return queued === wanted;
-  const a = queued.sampling;
-  const b = wanted.sampling;
-  return (
-    a.temperature === b.temperature &&
-    a.topK === b.topK &&
-    a.topP === b.topP &&
-    a.seed === b.seed &&
-    queued.step + k === wanted.step
-  );
+  return sameSampling(queued.sampling, wanted.sampling) && queued.step + k === wanted.step;
 }
 
 /** The decode steps queued ahead (see the module header), over the lanes `laneAt` picks by position. */

@@ -22,7 +22,7 @@ import {
   resolveStepControls,
   stepSeed,
 } from './common.js';
-import { type DecodeLane, DecodeQueue } from './decode-queue.js';
+import { type DecodeLane, DecodeQueue, sameSampling } from './decode-queue.js';
 import { DeviceSampler } from './device-sampling.js';
 import { itemOf, type LayeredStack } from './layered-stack.js';
 import { listVariants } from './modules.js';
@@ -44,6 +44,23 @@ export interface Forwarded {
   readonly settled: () => void;
 }
 
+/**
+ * Decode steps whose tokens the kernel takes over the ids of a constraint's mask, which the host publishes while each
+ * step runs: step k + 1's layers run while the host takes in step k's token and computes step k + 1's mask.
+ */
+export interface MaskedLane {
+  /**
+   * Queues up to `most` (at least 1) masked steps from `id` at `position`, greedy or drawn by `sampling` (step k with
+   * the uniform of generation step `stepIndex + k`); returns the steps queued, 0 (queuing nothing) where it cannot (an
+   * LM head without the screen, sampling the kernel does not draw by).
+   */
+  queue(id: number, position: number, sampling: SamplingParams, stepIndex: number, most: number): number;
+  /** Publishes the mask of queued step `index` (`⌈vocab / 32⌉` words) and waits for its token. */
+  token(index: number, words: Uint32Array): number;
+  /** Drops the queued steps that have no mask yet (the kernel stops at the first of them). */
+  cancel(): void;
+}
+
 /** Decode steps that run in one kernel of their own (the megakernel) instead of the layered graph, up to a position. */
 export interface KernelDecoder {
   readonly name: EngineName;
@@ -57,18 +74,8 @@ export interface KernelDecoder {
   step(id: number, position: number): Forwarded;
   /** Whether the queued steps can draw by `sampling` in the kernel (else a sampled step runs as one {@link step}). */
   draws(sampling: SamplingParams): boolean;
-  /**
-   * Queues a decode step of `id` at `position` (generation step `stepIndex`, greedy or drawn by `sampling`) whose
-   * token the kernel takes over the ids of a mask published while the step runs, and returns the function that
-   * publishes it (`⌈vocab / 32⌉` words) and waits for the token; null, queuing nothing, where this decoder cannot
-   * (an LM head without the screen, or sampling the kernel does not draw by).
-   */
-  maskedStep?(
-    id: number,
-    position: number,
-    sampling: SamplingParams,
-    stepIndex: number,
-  ): ((words: Uint32Array) => number) | null;
+  /** Masked decode steps (see {@link MaskedLane}), where the decoder has them. */
+  readonly masked?: MaskedLane;
   /** Frees the decoder; returns what to run once the engine has freed everything else, if anything. */
   dispose(): (() => void) | undefined;
 }
@@ -91,6 +98,26 @@ export function createGpuEngine(
   );
   let filled = 0;
   let disposed = false;
+  /**
+   * The masked steps queued in the decoder (see {@link maskedChoice}): `steps` from `position`, `inputs[k]` the token
+   * step k was fed, drawn by `sampling` with the uniforms of generation steps `stepIndex + k`.
+   */
+  let maskedRun: {
+    position: number;
+    steps: number;
+    inputs: number[];
+    sampling: SamplingParams;
+    stepIndex: number;
+  } | null = null;
+
+  /** Forgets the steps queued ahead, and drops the masked ones: work queued from here supersedes them. */
+  function supersede(): void {
+    queue.clear();
+    if (maskedRun !== null) {
+      maskedRun = null;
+      decoder!.masked!.cancel();
+    }
+  }
 
   const live = (what: string) => {
     if (disposed) throw new QkDisposedError(`${op}.${what}`);
@@ -116,7 +143,7 @@ export function createGpuEngine(
   /** Runs `ids` at `start…`; returns the logits of the last one (see {@link Forwarded}). */
   function forward(ids: readonly number[], start: number): Forwarded {
     checkForwardArgs(op, config, maxContext, filled, ids, start);
-    queue.clear(); // a step launched ahead is superseded: this one runs after it on the stream
+    supersede(); // steps launched ahead are superseded: this one runs after them on the stream
     if (ids.length === 1 && decoder !== null && decoder.covers(start)) {
       const r = decoder.step(ids[0]!, start);
       filled = start + 1;
@@ -150,6 +177,7 @@ export function createGpuEngine(
     drawn: boolean,
   ): number {
     checkForwardArgs(op, config, maxContext, filled, [id], position);
+    if (maskedRun !== null) supersede(); // (the decode queue's steps run after them on the stream)
     const draw = drawn ? { sampling, step: stepIndex } : null;
     const token = queue.next(id, position, draw, stepIndex, sampling.lastStep);
     filled = position + 1;
@@ -175,7 +203,7 @@ export function createGpuEngine(
     for (let c = 0; c < last; c += prefillChunk) {
       const chunk = ids.slice(c, c + prefillChunk);
       checkForwardArgs(op, config, maxContext, filled, chunk, start + c);
-      queue.clear(); // as in forward(): this pass overwrites what queued steps wrote
+      supersede(); // as in forward(): this pass overwrites what queued steps wrote
       stack.prefillPart(chunk, start + c, ids.length);
       cudaSynchronize();
       filled = start + c + chunk.length;
@@ -186,7 +214,7 @@ export function createGpuEngine(
   }
 
   function invalidateGraph(): void {
-    queue.clear();
+    supersede();
     stack.releaseGraphs();
   }
 
@@ -195,11 +223,11 @@ export function createGpuEngine(
     patch(spec: PatchSpec) {
       live('patch');
       const restore = stack.patch(spec);
-      queue.clear();
+      supersede();
       return () => {
         if (disposed) return;
         restore();
-        queue.clear();
+        supersede();
       };
     },
   };
@@ -286,6 +314,9 @@ export function createGpuEngine(
         ),
       );
     },
+    dropQueued() {
+      if (!disposed) supersede();
+    },
     // A kernel decoder's step is one fixed kernel: nothing to swap.
     ...(decoder === null ? patchable : {}),
     dispose() {
@@ -339,12 +370,14 @@ export function createGpuEngine(
 
   /**
    * A controlled decode step in the kernel decoder, where the controls can only be a constraint's mask (their maker
-   * says so: `maskOnly`, and the sampling has no logit controls): the step is queued with the mask to come, the
-   * controls are made while its layers run, and the kernel takes the token over the mask's ids, with the LM head's
-   * screen and no logits row, controls or sampling kernels after it (the path of every other controlled step: see
-   * {@link Engine.choose}). Null where it does not apply, queuing nothing; `{ made }` where the controls turned out to
-   * ask for more than a mask: the kernel's step then ran with every id allowed and its token is dropped, and the
-   * caller runs the step again with those controls (its cache row is written again, with the same values).
+   * says so: `maskOnly`, and the sampling has no logit controls). The kernel takes the token over the mask's ids, with
+   * the LM head's screen and no logits row, controls or sampling kernels after it (the path of every other
+   * controlled step: see {@link Engine.choose}). Steps are queued ahead as masked steps (up to the generation's last
+   * step): a step that is the next queued one (the next position, fed the token the step before it made, drawn the
+   * same way) only makes its controls, publishes the mask and waits, while the kernel has already run its layers
+   * during the host's work on the previous token. Null where this does not apply, queuing nothing; `{ made }` where
+   * the controls turned out to ask for more than a mask: the queued steps are dropped and the caller runs the step
+   * again with those controls (its cache row is written again, with the same values).
    */
   function maskedChoice(
     ids: readonly number[],
@@ -353,10 +386,11 @@ export function createGpuEngine(
     stepIndex: number,
     controls: LazyStepControls,
   ): SampledToken | { made: StepControls } | null {
+    const lane = decoder?.masked;
     if (
       ids.length !== 1 ||
-      decoder?.maskedStep === undefined ||
-      !decoder.covers(start) ||
+      lane === undefined ||
+      !decoder!.covers(start) ||
       typeof controls !== 'function' ||
       controls.maskOnly !== true ||
       hasLogitControls(sampling)
@@ -364,38 +398,60 @@ export function createGpuEngine(
       return null;
     }
     checkForwardArgs(op, config, maxContext, filled, ids, start);
-    queue.clear(); // (as in forward())
-    const finish = decoder.maskedStep(ids[0]!, start, sampling, stepIndex);
-    if (finish === null) return null;
+    let run = maskedRun;
+    const k = run === null ? -1 : start - run.position;
+    if (
+      run === null ||
+      k < 0 ||
+      k >= run.steps ||
+      run.inputs[k] !== ids[0] ||
+      run.stepIndex + k !== stepIndex ||
+      !sameSampling(run.sampling, sampling)
+    ) {
+      supersede();
+      const most =
+        sampling.lastStep === undefined ? Number.POSITIVE_INFINITY : sampling.lastStep - stepIndex + 1;
+      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, Math.max(1, most));
+      if (steps === 0) return null;
+      run = { position: start, steps, inputs: [ids[0]!], sampling, stepIndex };
+      maskedRun = run;
+    }
+    const index = start - run.position;
     filled = start + 1;
-    const release = () => {
-      try {
-        finish(allowAll(vocabSize));
-      } catch {
-        // (the step's own failure; the error being reported is the caller's)
-      }
-    };
     let made: StepControls;
     try {
       made = resolveStepControls(op, controls);
     } catch (e) {
-      release();
+      supersede();
       throw e;
     }
     if (made.topLogprobs !== null) {
-      release();
+      supersede();
       return { made };
     }
     let words = allowAll(vocabSize);
     if (made.mask !== null) {
       const w = maskWordsFor(made.mask, vocabSize, vocabLimit);
       if (!w.any) {
-        release();
+        supersede();
         throw noTokenAllowed(op, stepIndex);
       }
       words = new Uint32Array(w.words.buffer, w.words.byteOffset, w.words.length);
     }
-    return { id: finish(words) };
+    let id: number;
+    try {
+      id = lane.token(index, words);
+    } catch (e) {
+      maskedRun = null; // (the kernel failed: the decoder has cleared its instance)
+      throw e;
+    }
+    if (index + 1 < run.steps) {
+      run.inputs.length = index + 1;
+      run.inputs.push(id);
+    } else {
+      maskedRun = null;
+    }
+    return { id };
   }
 
   /**
@@ -431,7 +487,7 @@ export function createGpuEngine(
   }
 }
 
-/** Every id allowed, for a masked kernel step whose controls turned out not to be a mask (its token is dropped). */
+/** Every id allowed: a constraint's step whose mask is null. */
 function allowAll(vocab: number): Uint32Array {
   return new Uint32Array(Math.ceil(vocab / 32)).fill(0xffffffff);
 }

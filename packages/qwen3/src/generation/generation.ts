@@ -293,6 +293,11 @@ export interface PiecewiseEngine {
     controls: LazyStepControls,
     between: () => Promise<void>,
   ): Promise<SampledToken>;
+  /**
+   * The generation has ended: steps the engine queued ahead for it are dropped now (a kernel step waiting for a mask
+   * that will not come stops), not when the next call supersedes them.
+   */
+  dropQueued?(): void;
 }
 
 function isPiecewise(engine: unknown): engine is PiecewiseEngine {
@@ -486,6 +491,10 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
       },
     };
   } finally {
-    release();
+    try {
+      if (isPiecewise(job.engine)) job.engine.dropQueued?.();
+    } finally {
+      release();
+    }
   }
 }

@@ -69,7 +69,10 @@ export function bindingMismatch(binding: Binding): string | undefined {
     );
     return `the addon's megakernel limits are not the ones @qk/qwen3 was written for (${pairs.join('; ')}): ${ONE_RELEASE}`;
   }
-  if (typeof (binding as Partial<Binding>).megakernelMask !== 'function') {
+  if (
+    typeof (binding as Partial<Binding>).megakernelMask !== 'function' ||
+    typeof (binding as Partial<Binding>).megakernelCancel !== 'function'
+  ) {
     return `the addon has no megakernelMask (it was built from older sources): ${REBUILD}`;
   }
   return tuningMismatch(binding);

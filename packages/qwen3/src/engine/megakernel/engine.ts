@@ -5,8 +5,8 @@
  * per launch (`megakernelSteps`) and queue ahead of the caller (decode-queue.ts): each step's token feeds the next on
  * the device and reaches the host as soon as it is made. A sampled step draws in the kernel with the uniform of its
  * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. A step whose only control
- * is a constraint's mask runs one per launch with the screen, the kernel waiting for the mask at its LM head while
- * the host computes it (`maskedStep`). Other steps (a larger or no top-k, the other sampling controls,
+ * is a constraint's mask runs masked (`masked`): queued ahead like the others, each waiting at its LM head for the
+ * mask the host computes while its layers run. Other steps (a larger or no top-k, the other sampling controls,
  * log-probabilities, `logits()`) run one per launch, writing their full logits row.
  */
 import { QkValueError, Rng } from '@qk/ops';
@@ -190,20 +190,29 @@ export function createMegakernelEngine(
       return { logits: mk.logits, owned: false, greedy: () => mk.result(), settled: () => void mk.result() };
     },
     draws: sampledInKernel,
-    maskedStep(id, position, sampling, stepIndex) {
-      // The screen reads the mask (an instance without it, or claiming its tiles, has none); the kernel draws with a
-      // top-k of at most 64.
-      if (!mk.screened || (sampling.temperature > 0 && !sampledInKernel(sampling))) return null;
-      if (sampling.temperature === 0) mk.launch(id, position, 1, undefined, { masked: true });
-      else {
-        const { temperature, topK, topP, seed } = sampling;
-        const uniforms = Float64Array.of(new Rng(stepSeed(seed, stepIndex)).nextFloat());
-        mk.launch(id, position, 1, { temperature, topK, topP, uniforms }, { masked: true });
-      }
-      return (words) => {
-        mk.mask(0, words);
-        return mk.token(0);
-      };
+    masked: {
+      queue(id, position, sampling, stepIndex, most) {
+        // The screen reads the mask (an instance without it, or claiming its tiles, has none); the kernel draws with
+        // a top-k of at most 64. As many steps as one launch runs: the ones the generation does not ask for are
+        // cancelled at their mask wait.
+        if (!mk.screened || (sampling.temperature > 0 && !sampledInKernel(sampling))) return 0;
+        const steps = Math.min(mk.maxSteps, maxContext - position, megakernelUntil - position, most);
+        if (steps < 1) return 0;
+        if (sampling.temperature === 0) mk.launch(id, position, steps, undefined, { masked: true });
+        else {
+          const { temperature, topK, topP, seed } = sampling;
+          const uniforms = Float64Array.from({ length: steps }, (_, k) =>
+            new Rng(stepSeed(seed, stepIndex + k)).nextFloat(),
+          );
+          mk.launch(id, position, steps, { temperature, topK, topP, uniforms }, { masked: true });
+        }
+        return steps;
+      },
+      token(index, words) {
+        mk.mask(index, words);
+        return mk.token(index);
+      },
+      cancel: () => mk.cancel(),
     },
     dispose() {
       const summary = mk.traceSummary();

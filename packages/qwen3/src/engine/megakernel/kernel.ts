@@ -154,6 +154,7 @@ const ERRORS: Readonly<Record<Exclude<keyof typeof MegakernelErrorCode, 'none'>,
     'the logits are not usable: one is NaN or +infinity, or none is finite (the weights or activations hold NaN or infinity)',
   wrongPath:
     "the launch's position is not the one its state holds (the kernel for staged steps found a step that is not staged)",
+  cancelled: 'the masked launch was cancelled before this step received its mask',
 };
 
 /** The sentence for an error code a step left, by its name in the binding's table. */
@@ -578,6 +579,21 @@ export class Qwen3Megakernel {
     return got;
   }
 
+  /**
+   * Drops the steps of the last launch, a masked one, that have no mask yet: the step waiting for its mask ends the
+   * launch (the steps before it are done, their tokens published); the stream is waited for and the instance cleared,
+   * so the next launch uploads its state. Nothing when every step has its mask, or the last launch is not masked.
+   */
+  cancel(): void {
+    const launched = this.#launched;
+    if (launched === null || !launched.masked || launched.published >= launched.steps) return;
+    const op = 'Qwen3Megakernel.cancel';
+    const h = this.#live('cancel');
+    this.#launched = null;
+    this.#expected = null;
+    nativeCall(op, () => megakernelBinding(op).megakernelCancel(h));
+  }
+
   /** Waits for the last step of the last launch and returns its token (see {@link token}). */
   result(): number {
     const launched = this.#launched;
@@ -595,18 +611,10 @@ export class Qwen3Megakernel {
 
   dispose(): void {
     if (this.#handle === null) return;
-    const pending = this.#launched;
-    if (pending?.masked) {
-      // Steps still waiting for their masks get every id, so that the kernel ends now rather than at its timeout.
-      const all = new Uint32Array(Math.ceil(this.#vocab / 32)).fill(0xffffffff);
-      try {
-        for (let i = pending.published; i < pending.steps; i++) {
-          if (i > 0) this.token(i - 1); // (its token first: see mask())
-          this.mask(i, all);
-        }
-      } catch {
-        // (the launch failed: the stream wait below ends with it)
-      }
+    try {
+      this.cancel(); // (a step waiting for its mask would otherwise hold the stream until the timeout)
+    } catch {
+      // (the destroy below waits for the stream and reports what failed there)
     }
     const h = this.#handle;
     this.#handle = null;
