@@ -655,9 +655,12 @@ export interface Binding {
    * Publishes the mask of step `index` of the last launch, a masked one: `words` (ceil(vocab / 32) words; bit
    * `t & 31` of word `t >>> 5` allows id `t`) are copied to pinned host memory the kernel reads. Once per step, in
    * order: step `index` only after step `index − 1`'s token has been published ({@link Binding.megakernelToken}),
-   * and a launch's first step only after every step of the launches before it has.
+   * and a launch's first step only after every step of the launches before it has. Returns false, publishing
+   * nothing, when another binding call cancelled the launch first: a kernel waiting for a mask holds the op stream,
+   * so every call but this one, `megakernelToken` and `megakernelCancel` cancels it (the instance is then cleared, as
+   * {@link Binding.megakernelCancel} clears it).
    */
-  megakernelMask(handle: number, index: number, words: Uint32Array): void;
+  megakernelMask(handle: number, index: number, words: Uint32Array): boolean;
   /**
    * Ends a masked last launch that still waits for masks (its waiting step fails with `cancelled` at its LM head),
    * waits for the stream and clears the instance as {@link Binding.megakernelReset} does. Nothing otherwise.

@@ -220,41 +220,60 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   for (const [drawLabel, sampling] of DRAWS) {
     for (const [maskLabel, maskOf] of MASKS) {
       it(`takes the reference's token over the mask, step after step (${drawLabel}; ${maskLabel})`, async () => {
-        // The steps run as one generation would (each the next queued masked step); the reference replays them on a
-        // second engine with the same weights, one logits row per step.
+        // The steps run as one generation runs them (each the next queued masked step, nothing else on the GPU in
+        // between); then a second engine with the same weights replays them, one logits row per step.
         const engine = build('megakernel', 61) as Engine & PiecewiseEngine;
-        const twin = build('megakernel', 61);
         const prompt = randomIds(7, VOCAB_LIMIT, 62);
         const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
         const steps = 20;
+        const at = (step: number) => ({
+          ids: step === 0 ? prompt : [history.generated[step - 1]!],
+          start: step === 0 ? 0 : prompt.length + step - 1,
+        });
+        const controlsAt = (step: number): StepControls => ({
+          history,
+          mask: maskOf(step),
+          topLogprobs: null,
+        });
         const { masks } = await countingMasks(async () => {
           for (let step = 0; step < steps; step++) {
-            const ids = step === 0 ? prompt : [history.generated.at(-1)!];
-            const start = step === 0 ? 0 : prompt.length + step - 1;
-            const controls: StepControls = { history, mask: maskOf(step), topLogprobs: null };
-            const got = await engine.chooseAsync!(ids, start, sampling, step, maskOnly(controls), between);
-            const want = chooseToken(twin.logits(ids, start), sampling, step, controls, VOCAB_LIMIT);
-            expect(got.id, `step ${step}`).toBe(want.id);
+            const { ids, start } = at(step);
+            const got = await engine.chooseAsync!(
+              ids,
+              start,
+              sampling,
+              step,
+              maskOnly(controlsAt(step)),
+              between,
+            );
             expect(got.logprob === undefined).toBe(true);
-            expect((maskOf(step)[got.id >>> 5]! >>> (got.id & 31)) & 1).toBe(1);
             history.generated.push(got.id);
           }
         });
         // Every decode step (all but the prompt's) ran masked in the kernel.
         expect(masks).toBe(steps - 1);
-        // The generation ends with steps still queued: they are dropped, and the engine goes on (here: logits of
-        // the next step, as the reference gives them).
+        // The generation ends with steps still queued: they are dropped.
         engine.dropQueued!();
-        const next = [history.generated.at(-1)!];
-        const at = prompt.length + steps - 1;
-        expect(Array.from(engine.logits(next, at))).toEqual(Array.from(twin.logits(next, at)));
+        const twin = build('megakernel', 61);
+        for (let step = 0; step < steps; step++) {
+          const { ids, start } = at(step);
+          const want = chooseToken(twin.logits(ids, start), sampling, step, controlsAt(step), VOCAB_LIMIT);
+          const got = history.generated[step]!;
+          expect(got, `step ${step}`).toBe(want.id);
+          expect((maskOf(step)[got >>> 5]! >>> (got & 31)) & 1).toBe(1);
+        }
+        // The engine goes on after the dropped steps: the next step's logits, as the reference gives them.
+        const next = at(steps);
+        expect(Array.from(engine.logits(next.ids, next.start))).toEqual(
+          Array.from(twin.logits(next.ids, next.start)),
+        );
         engine.dispose();
         twin.dispose();
       });
     }
   }
 
-  it('drops queued masked steps for any other call, and for a step that is not the next queued one', async () => {
+  it('drops queued masked steps for other GPU work, any other call, and a step that is not the next queued one', async () => {
     const engine = build('megakernel', 65) as Engine & PiecewiseEngine;
     const twin = build('megakernel', 65);
     const prompt = randomIds(6, VOCAB_LIMIT, 66);

@@ -99,12 +99,20 @@ class Args {
   const char* op_;
 };
 
+/**
+ * Run before the body of every binding call, with its op name, when set: the megakernel ops set it so that a masked
+ * launch waiting for the host's next mask is cancelled before any other work can queue behind it on the op stream
+ * (ops_megakernel.cc, megakernelMask).
+ */
+inline void (*before_call)(const char* op) = nullptr;
+
 /** Runs `body`, turning C++ failures into JS exceptions: CudaError → Error{code:'QK_CUDA'}, OutOfMemory →
  * Error{code:'QK_OOM', requested, free, total}. */
 template <typename F>
 Napi::Value guard(const Napi::CallbackInfo& info, const char* op, F&& body) {
   Napi::Env env = info.Env();
   try {
+    if (before_call != nullptr) before_call(op);
     return body(Args(info, op));
   } catch (const Napi::Error&) {
     throw;

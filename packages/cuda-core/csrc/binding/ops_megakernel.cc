@@ -47,6 +47,8 @@ struct Instance {
   uint32_t launch_epoch = 0;        // the first epoch of the last launch
   int launch_steps = 0;             // its steps
   bool launch_masked = false;       // whether it reads a mask per step (megakernelMask)
+  int published = 0;                // masks published for the last launch
+  bool mask_cancelled = false;      // its masked launch was cancelled by another binding call (megakernelMask: false)
   // The staged attention (tuning stagedFrom / stagedUntil, read on creation): steps of staged_from…staged_until
   // keys (rounded up to 16) use it (MegakernelArgs::staged_from, staged_keys); staged_until 0: none.
   int staged_from = 0;
@@ -75,14 +77,41 @@ void restart(Instance& inst, const char* op) {
   inst.last_epoch = 0;
   inst.launch_epoch = 0;
   inst.launch_steps = 0;
+  inst.launch_masked = false;
+  inst.published = 0;
 }
 
 std::mutex instances_mu;
+// The instance whose last launch is masked and still waits for a mask (0: none; under instances_mu). Its kernel holds
+// the op stream until the host publishes that mask, so any other binding call cancels it first (cancel_waiting_mask):
+// work queued behind it, or a host wait on the stream, would otherwise wait for the kernel's timeout.
+int64_t waiting_masked = 0;
 // Launches since the addon loaded, by the attention path of the kernel that ran (megakernel_launch_path: both, or the
 // staged attention alone; under instances_mu). A diagnostic: megakernelLaunchPaths.
 uint64_t path_launches[2] = {0, 0};
 std::unordered_map<int64_t, Instance> instances;
 int64_t next_instance = 1;
+
+/** Ends `inst`'s masked launch at the step waiting for its mask (MegakernelError::Cancelled) and clears the instance. */
+void cancel_masked(Instance& inst, const char* op) {
+  __atomic_store_n(&inst.mask_host[0], kMegakernelMaskCancel, __ATOMIC_RELEASE);
+  __atomic_store_n(&inst.mask_host[1], kMegakernelMaskCancel, __ATOMIC_RELEASE);
+  restart(inst, op);
+}
+
+/** binding before_call: cancels the waiting masked launch unless `op` is one of its own steps' calls. */
+void cancel_waiting_mask(const char* op) {
+  if (waiting_masked == 0 || std::strcmp(op, "megakernelMask") == 0 || std::strcmp(op, "megakernelToken") == 0 ||
+      std::strcmp(op, "megakernelCancel") == 0)
+    return;
+  std::lock_guard<std::mutex> lock(instances_mu);
+  auto it = instances.find(waiting_masked);
+  waiting_masked = 0;
+  if (it != instances.end() && it->second.launch_masked) {
+    cancel_masked(it->second, op);
+    it->second.mask_cancelled = true;
+  }
+}
 
 MegakernelDims read_dims(const Args& a, size_t first) {
   MegakernelDims d{};
@@ -433,6 +462,9 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.launch_epoch = inst.args.epoch;
     inst.launch_steps = steps;
     inst.launch_masked = masked;
+    inst.published = 0;
+    inst.mask_cancelled = false;
+    if (masked) waiting_masked = a.int64(0, "handle", 1);
     return a.env().Undefined();
   });
 }
@@ -486,15 +518,18 @@ Napi::Value MegakernelToken(const Napi::CallbackInfo& info) {
   });
 }
 
-// megakernelMask(handle, index, words): publishes the mask of step `index` of the last launch (a masked one): `words`
-// (a Uint32Array of ceil(vocab / 32) words, bit t & 31 of word t >> 5 allowing id t) go into the step's slot, then its
-// tag, which the step's LM head waits for. Each step's mask is published once, in order: step `index` after step
-// index − 1's token has been published (the kernel has then read every word of the slot being overwritten).
+// megakernelMask(handle, index, words) → published: publishes the mask of step `index` of the last launch (a masked
+// one): `words` (a Uint32Array of ceil(vocab / 32) words, bit t & 31 of word t >> 5 allowing id t) go into the step's
+// slot, then its tag, which the step's LM head waits for. Each step's mask is published once, in order: step `index`
+// after step index − 1's token has been published (the kernel has then read every word of the slot being
+// overwritten). false, publishing nothing, when another binding call cancelled the launch first (a kernel waiting for
+// a mask holds the op stream, so every other call cancels it: cancel_waiting_mask); the instance is then cleared.
 Napi::Value MegakernelMask(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelMask", [&info](const Args& a) -> Napi::Value {
     a.expect_count(3);
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
+    if (inst.mask_cancelled) return Napi::Boolean::New(a.env(), false);
     if (inst.launch_steps == 0 || !inst.launch_masked || inst.mask_host == nullptr)
       a.fail("handle", "has no masked launch to publish a mask for (megakernelLaunch with masked true)");
     const int index = static_cast<int>(a.int64(1, "index", 0, inst.launch_steps - 1));
@@ -519,7 +554,8 @@ Napi::Value MegakernelMask(const Napi::CallbackInfo& info) {
     // The words before the tag: the kernel reads the tag with acquire semantics, then the words.
     std::atomic_thread_fence(std::memory_order_release);
     __atomic_store_n(&inst.mask_host[slot], static_cast<uint64_t>(epoch), __ATOMIC_RELEASE);
-    return a.env().Undefined();
+    if (++inst.published >= inst.launch_steps && waiting_masked == a.int64(0, "handle", 1)) waiting_masked = 0;
+    return Napi::Boolean::New(a.env(), true);
   });
 }
 
@@ -531,11 +567,9 @@ Napi::Value MegakernelCancel(const Napi::CallbackInfo& info) {
     a.expect_count(1);
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
+    if (waiting_masked == a.int64(0, "handle", 1)) waiting_masked = 0;
     if (inst.launch_steps == 0 || !inst.launch_masked || inst.mask_host == nullptr) return a.env().Undefined();
-    __atomic_store_n(&inst.mask_host[0], kMegakernelMaskCancel, __ATOMIC_RELEASE);
-    __atomic_store_n(&inst.mask_host[1], kMegakernelMaskCancel, __ATOMIC_RELEASE);
-    restart(inst, "megakernelCancel");
-    inst.launch_masked = false;
+    cancel_masked(inst, "megakernelCancel");
     return a.env().Undefined();
   });
 }
@@ -581,6 +615,7 @@ Napi::Value MegakernelLaunchPaths(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
+  before_call = cancel_waiting_mask;
   define(env, exports, "megakernelPlan", MegakernelPlanFn);
   define(env, exports, "megakernelCreate", MegakernelCreate);
   define(env, exports, "megakernelScreen", MegakernelScreen);

@@ -55,8 +55,12 @@ export interface MaskedLane {
    * LM head without the screen, sampling the kernel does not draw by).
    */
   queue(id: number, position: number, sampling: SamplingParams, stepIndex: number, most: number): number;
-  /** Publishes the mask of queued step `index` (`⌈vocab / 32⌉` words) and waits for its token. */
-  token(index: number, words: Uint32Array): number;
+  /**
+   * Publishes the mask of queued step `index` (`⌈vocab / 32⌉` words) and waits for its token; null when other GPU
+   * work cancelled the queued steps first (a step waiting for its mask holds the stream: any other call to the addon
+   * drops it).
+   */
+  token(index: number, words: Uint32Array): number | null;
   /** Drops the queued steps that have no mask yet (the kernel stops at the first of them). */
   cancel(): void;
 }
@@ -398,6 +402,14 @@ export function createGpuEngine(
       return null;
     }
     checkForwardArgs(op, config, maxContext, filled, ids, start);
+    /** Queues masked steps from this one (up to the generation's last step); null where the lane cannot. */
+    const queueFromHere = () => {
+      const most =
+        sampling.lastStep === undefined ? Number.POSITIVE_INFINITY : sampling.lastStep - stepIndex + 1;
+      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, Math.max(1, most));
+      maskedRun = steps === 0 ? null : { position: start, steps, inputs: [ids[0]!], sampling, stepIndex };
+      return maskedRun;
+    };
     let run = maskedRun;
     const k = run === null ? -1 : start - run.position;
     if (
@@ -409,14 +421,9 @@ export function createGpuEngine(
       !sameSampling(run.sampling, sampling)
     ) {
       supersede();
-      const most =
-        sampling.lastStep === undefined ? Number.POSITIVE_INFINITY : sampling.lastStep - stepIndex + 1;
-      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, Math.max(1, most));
-      if (steps === 0) return null;
-      run = { position: start, steps, inputs: [ids[0]!], sampling, stepIndex };
-      maskedRun = run;
+      run = queueFromHere();
+      if (run === null) return null;
     }
-    const index = start - run.position;
     filled = start + 1;
     let made: StepControls;
     try {
@@ -438,13 +445,27 @@ export function createGpuEngine(
       }
       words = new Uint32Array(w.words.buffer, w.words.byteOffset, w.words.length);
     }
-    let id: number;
+    let id: number | null;
     try {
-      id = lane.token(index, words);
+      id = lane.token(start - run.position, words);
+      if (id === null) {
+        // Other GPU work since the last step dropped the queued steps: queue them again from this one.
+        run = queueFromHere();
+        id = run === null ? null : lane.token(0, words);
+      }
     } catch (e) {
       maskedRun = null; // (the kernel failed: the decoder has cleared its instance)
       throw e;
     }
+    if (id === null || run === null) {
+      maskedRun = null;
+      throw new QkValueError(
+        op,
+        'controls',
+        'the masked step was cancelled by other GPU work twice in a row.',
+      );
+    }
+    const index = start - run.position;
     if (index + 1 < run.steps) {
       run.inputs.length = index + 1;
       run.inputs.push(id);

@@ -208,10 +208,7 @@ export function createMegakernelEngine(
         }
         return steps;
       },
-      token(index, words) {
-        mk.mask(index, words);
-        return mk.token(index);
-      },
+      token: (index, words) => (mk.mask(index, words) ? mk.token(index) : null),
       cancel: () => mk.cancel(),
     },
     dispose() {

@@ -504,9 +504,11 @@ export class Qwen3Megakernel {
    * Publishes the mask of step `index` of the last launch, a masked one ({@link launch}): `words` holds
    * ceil(vocab / 32) words, bit `t & 31` of word `t >>> 5` allowing id `t` (ids at or past the instance's
    * `vocabLimit` are never taken). Steps in order, each once; a step after the first only once the token of the step
-   * before it has been read ({@link token}).
+   * before it has been read ({@link token}). Returns false, publishing nothing, when other GPU work came first: a
+   * step waiting for its mask holds the stream, so any other call to the addon cancels the launch (its steps before
+   * this one are done); the launch is then forgotten, and the next one uploads its state.
    */
-  mask(index: number, words: Uint32Array): void {
+  mask(index: number, words: Uint32Array): boolean {
     const op = 'Qwen3Megakernel.mask';
     const h = this.#live('mask');
     const launched = this.#launched;
@@ -528,8 +530,13 @@ export class Qwen3Megakernel {
     if (!(words instanceof Uint32Array) || words.length !== count) {
       throw new QkValueError(op, 'words', `must be a Uint32Array of ceil(vocab / 32) = ${count} words.`);
     }
-    nativeCall(op, () => megakernelBinding(op).megakernelMask(h, index, words));
+    if (!nativeCall(op, () => megakernelBinding(op).megakernelMask(h, index, words))) {
+      this.#launched = null;
+      this.#expected = null;
+      return false;
+    }
     launched.published++;
+    return true;
   }
 
   /**
