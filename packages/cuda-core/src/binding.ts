@@ -653,7 +653,8 @@ export interface Binding {
   ): void;
   /**
    * Publishes the mask of step `index` of the last launch, a masked one: `words` (ceil(vocab / 32) words; bit
-   * `t & 31` of word `t >>> 5` allows id `t`) are copied to pinned host memory the kernel reads. Once per step, in
+   * `t & 31` of word `t >>> 5` allows id `t`) are copied to the device on a stream of their own while the kernel
+   * runs, then the step's tag, which its LM head waits for. Once per step, in
    * order: step `index` only after step `index − 1`'s token has been published ({@link Binding.megakernelToken}),
    * and a launch's first step only after every step of the launches before it has. Returns false, publishing
    * nothing, when another binding call cancelled the launch first: a kernel waiting for a mask holds the op stream,

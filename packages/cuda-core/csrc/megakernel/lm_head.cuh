@@ -174,7 +174,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   if (masked) {
     if (b.flag[3] == 0) return false;  // (every consumer thread: the launch aborts)
     const uint32_t* src = a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride + w0;
-    for (int i = threadIdx.x; i < words; i += kConsumers) mask[i] = host_load_u32(src + i);
+    for (int i = threadIdx.x; i < words; i += kConsumers) mask[i] = l2_load_u32(src + i);
   }
   if (lane == 0) {
     red[warp] = bad ? INFINITY : m;

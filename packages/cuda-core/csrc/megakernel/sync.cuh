@@ -136,29 +136,29 @@ __device__ __noinline__ int token_wait(unsigned* sync, int32_t* result, uint64_t
 }
 
 /**
- * Waits for the host to tag a mask slot with `epoch` (MegakernelArgs::mask_tags: host-mapped, so each poll is a round
- * trip over the bus, and every one checks the bound); false on timeout, when another block aborted, or when the host
- * cancelled the launch (then recorded as its error).
+ * Waits for the host to tag a mask slot with `epoch` (MegakernelArgs::mask_tags: device memory the host's copies fill,
+ * polled in L2); false on timeout, when another block aborted, or when the host cancelled the launch (then recorded
+ * as its error).
  */
 __device__ __noinline__ bool mask_wait(const uint64_t* tag, unsigned epoch, unsigned* sync, int32_t* result,
                                        uint64_t* host, unsigned launch_epoch, uint64_t timeout_ns) {
   const uint64_t start = now_ns();
   for (unsigned i = 1;; i++) {
     unsigned long long w;
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(w) : "l"(tag) : "memory");
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(tag) : "memory");
     if (w == epoch) return true;
     if (w == kMegakernelMaskCancel) {
       fail(sync, result, host, launch_epoch, MegakernelError::Cancelled);
       return false;
     }
-    if (spin_must_stop(i, 0, start, sync, result, host, launch_epoch, timeout_ns)) return false;
+    if (spin_must_stop(i, 31, start, sync, result, host, launch_epoch, timeout_ns)) return false;
   }
 }
 
-/** A 32-bit load from host-mapped memory, as the host last wrote it. */
-__device__ __forceinline__ uint32_t host_load_u32(const uint32_t* p) {
+/** A 32-bit load from L2 (not a line L1 may hold from an earlier step). */
+__device__ __forceinline__ uint32_t l2_load_u32(const uint32_t* p) {
   uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
