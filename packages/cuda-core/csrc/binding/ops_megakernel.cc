@@ -2,7 +2,6 @@
 // megakernel instance lives behind an integer handle that owns its launch arguments (every pointer checked once,
 // at creation) and its epoch; JS keeps the tensors alive while the handle lives.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -587,9 +587,10 @@ export class Qwen3Megakernel {
   }
 
   /**
-   * Drops the steps of the last launch, a masked one, that have no mask yet: the step waiting for its mask ends the
+   * Drops the steps of the last launch, a masked one, that are not done: the next step to wait for a mask ends the
    * launch (the steps before it are done, their tokens published); the stream is waited for and the instance cleared,
    * so the next launch uploads its state. Nothing when every step has its mask, or the last launch is not masked.
+   * (A step whose mask was published but whose token was not read may be dropped too: read tokens first.)
    */
   cancel(): void {
     const launched = this.#launched;
