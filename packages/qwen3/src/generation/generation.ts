@@ -493,6 +493,8 @@ export async function runGeneration(job: GenerationJob, sink: GenerationSink): P
   } finally {
     try {
       if (isPiecewise(job.engine)) job.engine.dropQueued?.();
+    } catch {
+      // (The generation's own result or error stands; a device that failed here fails the engine's next call too.)
     } finally {
       release();
     }
