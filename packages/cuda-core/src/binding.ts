@@ -636,8 +636,8 @@ export interface Binding {
    * be 1 for an instance that records a trace. `position`, the launch's first position (the one in `state`), picks
    * the weight ring: the plan's short-context ring below its `shortRingUntil`, else (and when absent) the default.
    * `screen` (default true): a launch of an instance with a screen ({@link Binding.megakernelScreen}) uses it and
-   * leaves `logits` unwritten; false computes and writes every logit. `masked` (default false; a screened launch
-   * only): each step's token is taken over the ids its mask allows, which the host publishes while the step runs
+   * leaves `logits` unwritten; false computes and writes every logit. `masked` (default false): each step's token is
+   * taken over the ids its mask allows, which the host publishes while the step runs
    * ({@link Binding.megakernelMask}); the step's LM head waits for it (within the instance's timeout).
    */
   megakernelLaunch(

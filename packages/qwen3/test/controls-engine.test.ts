@@ -15,6 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { createEngine } from '../src/engine/index.js';
 import { Qwen3Megakernel } from '../src/engine/megakernel/kernel.js';
 import { chooseToken } from '../src/engine/sampling.js';
+import type { MegakernelEngineOptions } from '../src/engine/megakernel/options.js';
 import type { PiecewiseEngine } from '../src/generation/generation.js';
 import type {
   Engine,
@@ -43,11 +44,11 @@ const CONFIG: Qwen3Config = smallConfig({
 const VOCAB_LIMIT = 987;
 const MAX_CONTEXT = 96;
 
-function build(name: EngineName, seed: number): Engine {
+function build(name: EngineName, seed: number, megakernel: MegakernelEngineOptions = {}): Engine {
   return createEngine(name, CONFIG, toCuda(randomWeights(CONFIG, seed, 'bf16')), {
     maxContext: MAX_CONTEXT,
     vocabLimit: VOCAB_LIMIT,
-    ...(name === 'megakernel' ? { megakernelUntil: MAX_CONTEXT } : {}),
+    ...(name === 'megakernel' ? { megakernelUntil: MAX_CONTEXT, ...megakernel } : {}),
   });
 }
 
@@ -217,60 +218,79 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
     ['greedy', { temperature: 0, topK: 0, topP: 1, seed: 1 }],
     ['top-k 20, top-p 0.9', { temperature: 0.8, topK: 20, topP: 0.9, seed: 7 }],
   ];
-  for (const [drawLabel, sampling] of DRAWS) {
-    for (const [maskLabel, maskOf] of MASKS) {
-      it(`takes the reference's token over the mask, step after step (${drawLabel}; ${maskLabel})`, async () => {
-        // The steps run as one generation runs them (each the next queued masked step, nothing else on the GPU in
-        // between); then a second engine with the same weights replays them, one logits row per step.
-        const engine = build('megakernel', 61) as Engine & PiecewiseEngine;
-        const prompt = randomIds(7, VOCAB_LIMIT, 62);
-        const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
-        const steps = 20;
-        const at = (step: number) => ({
-          ids: step === 0 ? prompt : [history.generated[step - 1]!],
-          start: step === 0 ? 0 : prompt.length + step - 1,
-        });
-        const controlsAt = (step: number): StepControls => ({
-          history,
-          mask: maskOf(step),
-          topLogprobs: null,
-        });
-        const { masks } = await countingMasks(async () => {
-          for (let step = 0; step < steps; step++) {
-            const { ids, start } = at(step);
-            const got = await engine.chooseAsync!(
-              ids,
-              start,
-              sampling,
-              step,
-              maskOnly(controlsAt(step)),
-              between,
-            );
-            expect(got.logprob === undefined).toBe(true);
-            history.generated.push(got.id);
-          }
-        });
-        // Every decode step (all but the prompt's) ran masked in the kernel.
-        expect(masks).toBe(steps - 1);
-        // The generation ends with steps still queued: they are dropped.
-        engine.dropQueued!();
-        const twin = build('megakernel', 61);
+  // The LM head screened (the default), unscreened with fixed shares, and unscreened with claimed tiles (Qwen3-4B/8B).
+  const HEADS: [string, MegakernelEngineOptions][] = [
+    ['screened', {}],
+    ['unscreened', { megakernelScreen: false }],
+    ['claimed tiles', { megakernelTuning: { claimTiles: true } }],
+  ];
+  type Case = [
+    string,
+    MegakernelEngineOptions,
+    string,
+    SamplingParams,
+    string,
+    (step: number) => Uint32Array,
+  ];
+  const CASES: Case[] = HEADS.flatMap(([head, options]) =>
+    DRAWS.flatMap(([draw, sampling]) =>
+      MASKS.filter((_, i) => head === 'screened' || i < 2).map(
+        ([mask, maskOf]): Case => [head, options, draw, sampling, mask, maskOf],
+      ),
+    ),
+  );
+  for (const [head, options, drawLabel, sampling, maskLabel, maskOf] of CASES) {
+    it(`takes the reference's token over the mask, step after step (${head}; ${drawLabel}; ${maskLabel})`, async () => {
+      // The steps run as one generation runs them (each the next queued masked step, nothing else on the GPU in
+      // between); then a second engine with the same weights replays them, one logits row per step.
+      const engine = build('megakernel', 61, options) as Engine & PiecewiseEngine;
+      const prompt = randomIds(7, VOCAB_LIMIT, 62);
+      const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
+      const steps = 20;
+      const at = (step: number) => ({
+        ids: step === 0 ? prompt : [history.generated[step - 1]!],
+        start: step === 0 ? 0 : prompt.length + step - 1,
+      });
+      const controlsAt = (step: number): StepControls => ({
+        history,
+        mask: maskOf(step),
+        topLogprobs: null,
+      });
+      const { masks } = await countingMasks(async () => {
         for (let step = 0; step < steps; step++) {
           const { ids, start } = at(step);
-          const want = chooseToken(twin.logits(ids, start), sampling, step, controlsAt(step), VOCAB_LIMIT);
-          const got = history.generated[step]!;
-          expect(got, `step ${step}`).toBe(want.id);
-          expect((maskOf(step)[got >>> 5]! >>> (got & 31)) & 1).toBe(1);
+          const got = await engine.chooseAsync!(
+            ids,
+            start,
+            sampling,
+            step,
+            maskOnly(controlsAt(step)),
+            between,
+          );
+          expect(got.logprob === undefined).toBe(true);
+          history.generated.push(got.id);
         }
-        // The engine goes on after the dropped steps: the next step's logits, as the reference gives them.
-        const next = at(steps);
-        expect(Array.from(engine.logits(next.ids, next.start))).toEqual(
-          Array.from(twin.logits(next.ids, next.start)),
-        );
-        engine.dispose();
-        twin.dispose();
       });
-    }
+      // Every decode step (all but the prompt's) ran masked in the kernel.
+      expect(masks).toBe(steps - 1);
+      // The generation ends with steps still queued: they are dropped.
+      engine.dropQueued!();
+      const twin = build('megakernel', 61);
+      for (let step = 0; step < steps; step++) {
+        const { ids, start } = at(step);
+        const want = chooseToken(twin.logits(ids, start), sampling, step, controlsAt(step), VOCAB_LIMIT);
+        const got = history.generated[step]!;
+        expect(got, `step ${step}`).toBe(want.id);
+        expect((maskOf(step)[got >>> 5]! >>> (got & 31)) & 1).toBe(1);
+      }
+      // The engine goes on after the dropped steps: the next step's logits, as the reference gives them.
+      const next = at(steps);
+      expect(Array.from(engine.logits(next.ids, next.start))).toEqual(
+        Array.from(twin.logits(next.ids, next.start)),
+      );
+      engine.dispose();
+      twin.dispose();
+    });
   }
 
   it('drops queued masked steps for other GPU work, any other call, and a step that is not the next queued one', async () => {

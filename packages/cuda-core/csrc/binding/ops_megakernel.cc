@@ -407,8 +407,6 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
-    if (masked && (!screen || inst.screen == nullptr))
-      a.fail("masked", "needs a screened launch: the mask is read by the LM head's screen (megakernelScreen)");
     if (masked && inst.mask_dev == nullptr) {
       // Two slots, so that the host may fill the next step's while the kernel may still read this one's.
       const int64_t words = (inst.args.dims.vocab + 31) / 32;

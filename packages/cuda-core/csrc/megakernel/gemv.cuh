@@ -29,6 +29,32 @@ __device__ __forceinline__ void* stage_output(const MegakernelArgs& a, const Lay
 enum class Take : int { kPair, kGateUp, kQuad };
 
 /**
+ * The mask bits of LM-head rows u (bit 0) and u + 1 (bit 1) in a masked launch (MegakernelArgs::mask_words, the
+ * step's slot; loaded from L2 once the step's tag was seen: lm_mask_ready).
+ */
+__device__ __forceinline__ uint32_t mask_pair_bits(const MegakernelArgs& a, const Block& b, int64_t u) {
+  const uint32_t* w = a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride;
+  const uint32_t w0 = __ldcg(w + (u >> 5));
+  const uint32_t w1 = ((u + 1) & 31) != 0 ? w0 : u + 1 < a.dims.vocab ? __ldcg(w + ((u + 1) >> 5)) : 0u;
+  return ((w0 >> (u & 31)) & 1u) | (((w1 >> ((u + 1) & 31)) & 1u) << 1);
+}
+
+/**
+ * The unscreened LM head of a masked launch: thread 0 waits for the step's tag (MegakernelArgs::mask_tags), then the
+ * block goes on together; false (every consumer thread) when the wait failed.
+ */
+__device__ __forceinline__ bool lm_mask_ready(const MegakernelArgs& a, const Block& b) {
+  consumer_sync();  // (flag[3]: the last step's arrival was read by every thread)
+  if (threadIdx.x == 0)
+    b.flag[3] = mask_wait(a.mask_tags + (b.epoch & 1u), b.epoch, b.sync, b.result, b.host, b.launch_epoch,
+                          b.timeout_ns)
+                    ? 1
+                    : 0;
+  consumer_sync();
+  return b.flag[3] != 0;
+}
+
+/**
  * Runs one GEMV stage: for every tile of the block, waits for it, dots each warp's turn of rows (`Take`) with the staged
  * input, applies the stage's epilogue (publishing each output pair as one flagged word) and frees the slot. `at` is
  * the ring position, which follows the producer's order.
@@ -72,6 +98,8 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       // tile, or this pair again where the tile ends first (its sums are then not published: a tile is whole pairs).
       const bool second = kTake == Take::kQuad && r + 2 < n;
       const bf16* up = kGateUp ? row + n * k : second ? row + 2 * k : row;
+      // (The LM head of a masked launch: the pair's mask bits, loaded before the dot products hide the L2 trip.)
+      const uint32_t allowed = stage < 0 && a.mask_tags != nullptr ? mask_pair_bits(a, b, t0 + r) : 3u;
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
       for (int c = lane * 8; c < k_dot; c += 256) {
@@ -100,17 +128,18 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           bf16* logits = static_cast<bf16*>(a.logits);
           const float v0 = round_bf(acc0), v1 = round_bf(acc1);
           logits[u] = to_bf(v0);
-          if (u < a.vocab_limit) offer(best, v0, static_cast<int>(u));
+          if (u < a.vocab_limit && (allowed & 1u) != 0) offer(best, v0, static_cast<int>(u));
           if (r + 1 < n) {
             logits[u + 1] = to_bf(v1);
-            if (u + 1 < a.vocab_limit) offer(best, v1, static_cast<int>(u + 1));
+            if (u + 1 < a.vocab_limit && (allowed & 2u) != 0) offer(best, v1, static_cast<int>(u + 1));
           }
         }
         if constexpr (kSample) {
           // Every lane holds the same sums (an xor-butterfly reduction): the warp offers them to its candidates
           // together.
-          if (u < a.vocab_limit) top_consider(top, round_bf(acc0), static_cast<unsigned>(u), a.top_k);
-          if (r + 1 < n && u + 1 < a.vocab_limit)
+          if (u < a.vocab_limit && (allowed & 1u) != 0)
+            top_consider(top, round_bf(acc0), static_cast<unsigned>(u), a.top_k);
+          if (r + 1 < n && u + 1 < a.vocab_limit && (allowed & 2u) != 0)
             top_consider(top, round_bf(acc1), static_cast<unsigned>(u + 1), a.top_k);
         }
       } else if (lane == 0) {

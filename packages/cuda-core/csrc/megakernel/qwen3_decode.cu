@@ -301,8 +301,9 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
     stamp(a, ev_end);
     if constexpr (kScreen) {
       if (!consume_screen<kSample>(a, b, at, best, top)) return;
-    } else if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) {
-      return;
+    } else {
+      if (a.mask_tags != nullptr && !lm_mask_ready(a, b)) return;
+      if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
     }
     stamp(a, ev_end + 1);
     bool ok;
@@ -367,9 +368,9 @@ cudaError_t launch_megakernel(const MegakernelArgs& args, const MegakernelPlan& 
     return cudaErrorInvalidValue;
   if (args.lm_screen != nullptr && (args.claim != 0 || plan.screen_rows <= 0))
     return cudaErrorInvalidValue;
-  // A mask is read by the screened LM head only (its rows a fixed share), from slots of whole vocabularies.
+  // A mask comes in slots of whole vocabularies.
   if ((args.mask_tags == nullptr) != (args.mask_words == nullptr) ||
-      (args.mask_tags != nullptr && (args.lm_screen == nullptr || args.mask_stride < (args.dims.vocab + 31) / 32)))
+      (args.mask_tags != nullptr && args.mask_stride < (args.dims.vocab + 31) / 32))
     return cudaErrorInvalidValue;
   // The staged attention: query groups of 2, fixed shares, whole 16-key tiles, and rows that fit past the ring it keeps
   // or, over the whole ring, in its place (and then its blocks must skip the layers' rows: fewer items than the grid,

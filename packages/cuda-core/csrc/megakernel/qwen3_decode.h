@@ -185,12 +185,11 @@ struct MegakernelArgs {
   // or its top_k-th best (sampling), so its argmax, or its top-k with their logits, and so its token, are the same;
   // the logits are not written.
   const void* lm_screen = nullptr;
-  // A constraint's mask (screened launches only: the block's LM-head rows must be a fixed share), in device memory the
-  // host fills while the launch runs (copies on a stream of its own): the words of the step tagged e (the step's epoch)
-  // land at mask_words + (e & 1) · mask_stride, then e lands in mask_tags[e & 1] (or kMegakernelMaskCancel, to end the
-  // launch at its next wait: MegakernelError::Cancelled). The step's LM head waits for that tag (bounded by
-  // timeout_ns), reads the words of its rows, and takes its argmax or top-k over the ids below vocab_limit whose bit
-  // (t & 31 of word t >> 5) is set. nullptr: every id.
+  // A constraint's mask, in device memory the host fills while the launch runs (copies on a stream of its own): the
+  // words of the step tagged e (the step's epoch) land at mask_words + (e & 1) · mask_stride, then e lands in
+  // mask_tags[e & 1] (or kMegakernelMaskCancel, to end the launch at its next wait: MegakernelError::Cancelled). The
+  // step's LM head, screened or not, waits for that tag (bounded by timeout_ns), reads the words of its rows, and takes
+  // its argmax or top-k over the ids below vocab_limit whose bit (t & 31 of word t >> 5) is set. nullptr: every id.
   const uint64_t* mask_tags = nullptr;
   const uint32_t* mask_words = nullptr;
   int64_t mask_stride = 0;  // words per slot: at least ceil(vocab / 32)

@@ -51,8 +51,8 @@ export interface Forwarded {
 export interface MaskedLane {
   /**
    * Queues up to `most` (at least 1) masked steps from `id` at `position`, greedy or drawn by `sampling` (step k with
-   * the uniform of generation step `stepIndex + k`); returns the steps queued, 0 (queuing nothing) where it cannot (an
-   * LM head without the screen, sampling the kernel does not draw by).
+   * the uniform of generation step `stepIndex + k`); returns the steps queued, 0 (queuing nothing) where it cannot
+   * (sampling the kernel does not draw by).
    */
   queue(id: number, position: number, sampling: SamplingParams, stepIndex: number, most: number): number;
   /**
@@ -375,8 +375,8 @@ export function createGpuEngine(
   /**
    * A controlled decode step in the kernel decoder, where the controls can only be a constraint's mask (their maker
    * says so: `maskOnly`, and the sampling has no logit controls). The kernel takes the token over the mask's ids, with
-   * the LM head's screen and no logits row, controls or sampling kernels after it (the path of every other
-   * controlled step: see {@link Engine.choose}). Steps are queued ahead as masked steps (up to the generation's last
+   * the LM head's screen where the decoder has one, and no logits row, controls or sampling kernels after it (the path
+   * of every other controlled step: see {@link Engine.choose}). Steps are queued ahead as masked steps (up to the generation's last
    * step): a step that is the next queued one (the next position, fed the token the step before it made, drawn the
    * same way) only makes its controls, publishes the mask and waits, while the kernel has already run its layers
    * during the host's work on the previous token. Null where this does not apply, queuing nothing; `{ made }` where

@@ -192,10 +192,9 @@ export function createMegakernelEngine(
     draws: sampledInKernel,
     masked: {
       queue(id, position, sampling, stepIndex, most) {
-        // The screen reads the mask (an instance without it, or claiming its tiles, has none); the kernel draws with
-        // a top-k of at most 64. As many steps as one launch runs: the ones the generation does not ask for are
-        // cancelled at their mask wait.
-        if (!mk.screened || (sampling.temperature > 0 && !sampledInKernel(sampling))) return 0;
+        // The kernel draws with a top-k of at most 64. As many steps as one launch runs: the ones the generation does
+        // not ask for are cancelled at their mask wait.
+        if (sampling.temperature > 0 && !sampledInKernel(sampling)) return 0;
         const steps = Math.min(mk.maxSteps, maxContext - position, megakernelUntil - position, most);
         if (steps < 1) return 0;
         if (sampling.temperature === 0) mk.launch(id, position, steps, undefined, { masked: true });

@@ -416,10 +416,10 @@ export class Qwen3Megakernel {
    * and `options.logits` is not true (the argmax, or the draw, is the same either way). An instance that
    * records a trace runs one step per launch.
    *
-   * With `options.masked` (a {@link screened} instance only), each step takes its token over the ids of a mask that
-   * the caller publishes while the step runs ({@link mask}): the step's layers run first, and its LM head waits for
-   * the mask (within the instance's timeout, 2 s by default, after which the launch fails). Publish every step's mask
-   * before asking for its token.
+   * With `options.masked`, each step takes its token over the ids of a mask that the caller publishes while the step
+   * runs ({@link mask}): the step's layers run first, and its LM head waits for the mask (within the instance's
+   * timeout, 2 s by default, after which the launch fails). Publish every step's mask before asking for its token.
+   * (The logits, where written, are every row's, allowed or not.)
    */
   launch(
     token: number,
@@ -431,15 +431,6 @@ export class Qwen3Megakernel {
     const op = 'Qwen3Megakernel.launch';
     const h = this.#live('launch');
     const masked = options?.masked === true;
-    if (masked && (!this.screened || options?.logits === true)) {
-      throw new QkValueError(
-        op,
-        'options.masked',
-        this.screened
-          ? 'cannot be combined with logits: a masked launch screens the LM head and writes no logits.'
-          : 'needs an instance that screens its LM head (the screen reads the mask); this one does not.',
-      );
-    }
     const pending = this.#launched;
     if (pending?.masked && pending.published < pending.steps) {
       throw new QkValueError(
