@@ -106,6 +106,8 @@ export function createGpuEngine(
    * The masked steps queued in the decoder (see {@link maskedChoice}): `steps` from `position`, `inputs[k]` the token
    * step k was fed, drawn by `sampling` with the uniforms of generation steps `stepIndex + k`.
    */
+  /** Every id allowed: the words of a masked step whose constraint returns no mask (made once). */
+  let everyId: Uint32Array | null = null;
   let maskedRun: {
     position: number;
     steps: number;
@@ -436,7 +438,8 @@ export function createGpuEngine(
       supersede();
       return { made };
     }
-    let words = allowAll(vocabSize);
+    everyId ??= allowAll(vocabSize); // (read, never written: the lane copies it)
+    let words = everyId;
     if (made.mask !== null) {
       const w = maskWordsFor(made.mask, vocabSize, vocabLimit);
       if (!w.any) {
