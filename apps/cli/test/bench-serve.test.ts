@@ -76,6 +76,8 @@ describe('qk bench serve (tiny, cpu)', () => {
     expect(warm.params.cachedTokens).toBeLessThan(warm.params.promptTokens as number);
     expect(cold.params.cachedTokens).toBe(0);
     expect(warm.timing.median).toBeLessThan(cold.timing.median);
+    // The turns went through the soak's client, off the server's event loop.
+    expect(r.out).toContain("sent by the soak's client (in a child process of their own)");
   }, 180_000);
 
   it('refuses a port in use before loading the model, and settings it cannot honour', async () => {
@@ -125,6 +127,20 @@ describe('the soak’s stream checks on a real server', () => {
     model: MODEL_ID,
     promptTokens: chatPromptIds(model, ask(content), true, undefined).length,
     maxTokens: 6,
+  });
+
+  it("sends a request's own max_tokens in place of the soak's, and checks its usage against it", async () => {
+    const messages = ask('a request with its own token limit');
+    const request = {
+      messages,
+      key: 'own-limit',
+      // (sendChatStream asks with thinking off)
+      promptTokens: chatPromptIds(model, messages, false, undefined).length,
+      maxTokens: 2,
+    };
+    const record = await sendChatStream({ url: server.url, model: MODEL_ID, maxTokens: 40 }, request, 0);
+    expect(record.outcome.errors).toEqual([]);
+    expect(record.outcome.completionTokens).toBeLessThanOrEqual(2);
   });
 
   it('passes a real stream, and catches it with a chunk of another stream spliced in', async () => {

@@ -14,8 +14,8 @@ import { cudaAvailable, cudaDeviceInfo, QkValueError, useCudaBackend } from '@qk
 import { describe, expect, it } from 'vitest';
 import { createEngine } from '../src/engine/index.js';
 import { Qwen3Megakernel } from '../src/engine/megakernel/kernel.js';
-import { chooseToken } from '../src/engine/sampling.js';
 import type { MegakernelEngineOptions } from '../src/engine/megakernel/options.js';
+import { chooseToken } from '../src/engine/sampling.js';
 import type { PiecewiseEngine } from '../src/generation/generation.js';
 import type {
   Engine,

@@ -5,7 +5,13 @@
  * turns 1 and 2 first, so every warm turn 3 starts from the same cache contents.
  */
 import { seededWords } from './prompts.js';
-import { type RequestRecord, type SoakMessage, type SoakOptions, sendChatStream } from './soak.js';
+import {
+  type RequestRecord,
+  type SoakMessage,
+  type SoakOptions,
+  type SoakRequest,
+  sendChatStream,
+} from './soak.js';
 
 /** What a generation straight on the model reports (a subset of @qk/qwen3's GenerationStats). */
 export interface ChatStats {
@@ -33,6 +39,12 @@ export interface PrefixOptions {
    * shows beside it.
    */
   chat?(messages: readonly SoakMessage[], maxTokens: number): Promise<ChatStats>;
+  /**
+   * How the turns are sent (the soak's `send`, e.g. a client in a child process); default: Node's fetch in this
+   * process. A client in the server's process reads its stream on the server's event loop, which a GPU engine holds
+   * while it waits for each decode step's token: the first token's chunk is then seen a step or two late.
+   */
+  send?(request: SoakRequest, client: number): Promise<RequestRecord>;
 }
 
 export interface PrefixTurn {
@@ -61,8 +73,16 @@ export async function runPrefixReuse(o: PrefixOptions): Promise<PrefixResult> {
   // the time to first token is the first token's, not the first whole character's (with random weights a reply
   // often starts with a byte of a longer character). The draw is the same greedy token.
   const send = async (messages: readonly SoakMessage[], logprobs = false): Promise<RequestRecord> => {
-    const request = { messages, key: 'prefix', promptTokens: o.promptTokens(messages), logprobs };
-    return sendChatStream({ ...o.server, maxTokens: o.replyTokens }, request, 0);
+    const request: SoakRequest = {
+      messages,
+      key: 'prefix',
+      promptTokens: o.promptTokens(messages),
+      logprobs,
+      maxTokens: o.replyTokens,
+    };
+    return o.send !== undefined
+      ? o.send(request, 0)
+      : sendChatStream({ ...o.server, maxTokens: o.replyTokens }, request, 0);
   };
   const failed = (r: RequestRecord, turn: string) =>
     r.outcome.errors.length > 0 || r.ttftMs === undefined

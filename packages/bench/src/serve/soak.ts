@@ -23,6 +23,8 @@ export interface SoakRequest {
    * seen even when that token completes no character (random weights often draw byte fragments).
    */
   readonly logprobs?: boolean;
+  /** This request's `max_tokens`, in place of the soak's. */
+  readonly maxTokens?: number;
 }
 
 /** Memory of the serving process at one moment, in bytes; what the machine can tell. */
@@ -97,6 +99,7 @@ export async function sendChatStream(
   client: number,
 ): Promise<RequestRecord> {
   const sentAt = performance.now();
+  const maxTokens = request.maxTokens ?? options.maxTokens;
   const events: SseEvent[] = [];
   let outcome: StreamOutcome;
   try {
@@ -111,7 +114,7 @@ export async function sendChatStream(
         messages: request.messages,
         stream: true,
         stream_options: { include_usage: true },
-        max_tokens: options.maxTokens,
+        max_tokens: maxTokens,
         temperature: 0,
         enable_thinking: false,
         ...(request.logprobs === true ? { logprobs: true } : {}),
@@ -131,7 +134,7 @@ export async function sendChatStream(
       outcome = checkChatStream(events, {
         model: options.model,
         promptTokens: request.promptTokens,
-        maxTokens: options.maxTokens,
+        maxTokens,
       });
     }
   } catch (e) {
@@ -142,7 +145,7 @@ export async function sendChatStream(
       events.length > 0
         ? checkChatStream(
             events,
-            { model: options.model, promptTokens: request.promptTokens, maxTokens: options.maxTokens },
+            { model: options.model, promptTokens: request.promptTokens, maxTokens },
             false,
           )
         : { errors: [{ kind: 'http', message }], text: '' };

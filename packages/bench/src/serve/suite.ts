@@ -155,6 +155,7 @@ export async function runServeSuite(o: ServeSuiteOptions): Promise<BenchReport> 
       promptTokens: (m) => target.promptTokens(m),
       forgetPrefix: () => target.forgetPrefix(),
       chat: (messages, maxTokens) => target.chat(messages, maxTokens),
+      ...(o.send === undefined ? {} : { send: o.send }),
     });
   }
   const byVariant = variantComparison(
@@ -405,7 +406,8 @@ function serveReport(
   }
   memoryLines(o, soak, table, notes);
 
-  if (prefix !== undefined && prefix.warm.length > 0) prefixLines(prefix, rows, table, notes);
+  if (prefix !== undefined && prefix.warm.length > 0)
+    prefixLines(prefix, rows, table, notes, o.clientsRunIn ?? 'this process');
   if (divergent > 0)
     notes.push(
       `${divergent} greedy replies differed from the first reply to the same prompt. On the cpu engine that means a mixed stream; on a GPU engine a reused prefix's rows can round differently from a full prefill's, which random weights amplify.`,
@@ -514,7 +516,13 @@ function memoryLines(o: ServeSuiteOptions, soak: SoakResult, table: string[][], 
 }
 
 /** The prefix-reuse rows and table lines: turn 3 over HTTP reused vs cold (the bar), and through model.chat. */
-function prefixLines(prefix: PrefixResult, rows: BenchRow[], table: string[][], notes: string[]): void {
+function prefixLines(
+  prefix: PrefixResult,
+  rows: BenchRow[],
+  table: string[][],
+  notes: string[],
+  clientRunsIn: string,
+): void {
   const warm = summarize(prefix.warm.map((t) => Math.max(t.ttftMs, 1e-3)));
   const cold = summarize(prefix.cold.map((t) => Math.max(t.ttftMs, 1e-3)));
   const ratio = warm.median / cold.median;
@@ -570,7 +578,7 @@ function prefixLines(prefix: PrefixResult, rows: BenchRow[], table: string[][], 
     coldRow.extra = { libraryTtftMs: coldTtft, libraryPrefillMs: coldPrefill };
   }
   notes.push(
-    "Prefix reuse: turn 3's requests ask for logprobs, so the server streams every token's chunk and the time to first token is the first token's arrival, even when that token completes no character yet (a byte of a longer one).",
+    `Prefix reuse: the turns are sent by the soak's client (in ${clientRunsIn}); turn 3's requests ask for logprobs, so the server streams every token's chunk and the time to first token is the first token's arrival, even when that token completes no character yet (a byte of a longer one).`,
   );
   if (coldCached > 0)
     notes.push(`The cold turn 3 reused ${coldCached} cached tokens: forgetPrefix() did not take.`);
