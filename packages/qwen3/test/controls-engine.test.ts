@@ -293,6 +293,20 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
     });
   }
 
+  /**
+   * A megakernel engine with the weights of `seed`, past the step of a prompt of `length` ids (seed `seed + 1`): the
+   * history so far and that step's choice.
+   */
+  async function pastPrompt(seed: number, length: number, sampling: SamplingParams) {
+    const engine = build('megakernel', seed) as Engine & PiecewiseEngine;
+    const prompt = randomIds(length, VOCAB_LIMIT, seed + 1);
+    const history = { prompt, generated: [] as number[] };
+    const controls = maskOnly({ history, mask: null, topLogprobs: null });
+    const first = await engine.chooseAsync!(prompt, 0, sampling, 0, controls, between);
+    history.generated.push(first.id);
+    return { engine, prompt, history, first };
+  }
+
   it('drops queued masked steps for other GPU work, any other call, and a step that is not the next queued one', async () => {
     const engine = build('megakernel', 65) as Engine & PiecewiseEngine;
     const twin = build('megakernel', 65);
@@ -321,19 +335,8 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   });
 
   it('drops the queued steps when the maker throws, rejects with its error, and runs on', async () => {
-    const engine = build('megakernel', 71) as Engine & PiecewiseEngine;
-    const prompt = randomIds(6, VOCAB_LIMIT, 72);
     const sampling = DRAWS[0]![1];
-    const history = { prompt, generated: [] as number[] };
-    const first = await engine.chooseAsync!(
-      prompt,
-      0,
-      sampling,
-      0,
-      maskOnly({ history, mask: null, topLogprobs: null }),
-      between,
-    );
-    history.generated.push(first.id);
+    const { engine, prompt, history, first } = await pastPrompt(71, 6, sampling);
     const boom = new Error('the grammar failed');
     const { masks } = await countingMasks(async () => {
       await expect(
@@ -365,19 +368,8 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   });
 
   it('runs the step again with the controls when the maker asks for log-probabilities after all', async () => {
-    const engine = build('megakernel', 81) as Engine & PiecewiseEngine;
-    const prompt = randomIds(6, VOCAB_LIMIT, 82);
     const sampling = DRAWS[1]![1];
-    const history = { prompt, generated: [] as number[] };
-    const first = await engine.chooseAsync!(
-      prompt,
-      0,
-      sampling,
-      0,
-      maskOnly({ history, mask: null, topLogprobs: null }),
-      between,
-    );
-    history.generated.push(first.id);
+    const { engine, prompt, history, first } = await pastPrompt(81, 6, sampling);
     const controls: StepControls = { history, mask: rotatingMask(4), topLogprobs: 3 };
     const want = chooseToken(engine.logits([first.id], prompt.length), sampling, 1, controls, VOCAB_LIMIT);
     let made = 0;
@@ -400,19 +392,8 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   });
 
   it('refuses a mask that allows no token below the vocabulary limit, and runs on after it', async () => {
-    const engine = build('megakernel', 91) as Engine & PiecewiseEngine;
-    const prompt = randomIds(5, VOCAB_LIMIT, 92);
     const sampling = DRAWS[0]![1];
-    const history = { prompt, generated: [] as number[] };
-    const first = await engine.chooseAsync!(
-      prompt,
-      0,
-      sampling,
-      0,
-      maskOnly({ history, mask: null, topLogprobs: null }),
-      between,
-    );
-    history.generated.push(first.id);
+    const { engine, prompt, history, first } = await pastPrompt(91, 5, sampling);
     const padding = idsMask([VOCAB_LIMIT, CONFIG.vocabSize - 1]);
     await expect(
       engine.chooseAsync!(

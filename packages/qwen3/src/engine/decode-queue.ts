@@ -33,6 +33,14 @@ export interface DecodeLane {
   runsAhead(position: number, draw: Draw | null): boolean;
 }
 
+/**
+ * Steps a generation may still ask for from generation step `step` on, that one included, when its last step index
+ * is `lastStep` (unbounded when unknown).
+ */
+export function stepsLeft(lastStep: number | undefined, step: number): number {
+  return lastStep === undefined ? Number.POSITIVE_INFINITY : lastStep - step + 1;
+}
+
 /** Whether `a` and `b` draw tokens alike (temperature, top-k, top-p and seed; the step picks the uniform). */
 export function sameSampling(a: SamplingParams, b: SamplingParams): boolean {
   return a.temperature === b.temperature && a.topK === b.topK && a.topP === b.topP && a.seed === b.seed;
@@ -85,7 +93,7 @@ export class DecodeQueue {
     lastStep: number | undefined,
   ): number {
     // Steps the caller may still ask for, this one included (unbounded without a last step).
-    const left = (step: number) => (lastStep === undefined ? Number.POSITIVE_INFINITY : lastStep - step + 1);
+    const left = (step: number) => stepsLeft(lastStep, step);
     const k = this.#ahead === null ? -1 : position - this.#ahead.position;
     let queued = this.#ahead;
     if (

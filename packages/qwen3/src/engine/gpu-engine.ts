@@ -22,7 +22,7 @@ import {
   resolveStepControls,
   stepSeed,
 } from './common.js';
-import { type DecodeLane, DecodeQueue, sameSampling } from './decode-queue.js';
+import { type DecodeLane, DecodeQueue, sameSampling, stepsLeft } from './decode-queue.js';
 import { DeviceSampler } from './device-sampling.js';
 import { itemOf, type LayeredStack } from './layered-stack.js';
 import { listVariants } from './modules.js';
@@ -406,9 +406,8 @@ export function createGpuEngine(
     checkForwardArgs(op, config, maxContext, filled, ids, start);
     /** Queues masked steps from this one (up to the generation's last step); null where the lane cannot. */
     const queueFromHere = () => {
-      const most =
-        sampling.lastStep === undefined ? Number.POSITIVE_INFINITY : sampling.lastStep - stepIndex + 1;
-      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, Math.max(1, most));
+      const most = Math.max(1, stepsLeft(sampling.lastStep, stepIndex));
+      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, most);
       maskedRun = steps === 0 ? null : { position: start, steps, inputs: [ids[0]!], sampling, stepIndex };
       return maskedRun;
     };

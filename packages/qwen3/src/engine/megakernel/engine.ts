@@ -18,7 +18,7 @@ import { createGpuEngine, type KernelDecoder } from '../gpu-engine.js';
 import { checkLayeredOptions, type LayeredEngineOptions } from '../layered-options.js';
 import { createLayeredStack, type LayeredStack } from '../layered-stack.js';
 import { floatWeight, MEGAKERNEL_FLOAT_ONLY } from '../projections.js';
-import { Qwen3Megakernel } from './kernel.js';
+import { type MegakernelSampling, Qwen3Megakernel } from './kernel.js';
 import type { MegakernelEngineOptions } from './options.js';
 import { checkMegakernelTuning } from './tuning.js';
 
@@ -62,6 +62,18 @@ export function megakernelHandoff(config: Qwen3Config): number {
 /** Whether the megakernel draws tokens by these parameters itself (a top-k of at most 64; temperature > 0). */
 export function sampledInKernel(s: Pick<SamplingParams, 'temperature' | 'topK'>): boolean {
   return s.temperature > 0 && s.topK >= 1 && s.topK <= Qwen3Megakernel.MAX_TOP_K;
+}
+
+/**
+ * How a launch of `steps` steps draws by `sampling` in the kernel, step k with the uniform `sample` draws for one row
+ * with the seed of generation step `step + k` (the first of a fresh generator's stream).
+ */
+function kernelDraw(sampling: SamplingParams, step: number, steps: number): MegakernelSampling {
+  const { temperature, topK, topP, seed } = sampling;
+  const uniforms = Float64Array.from({ length: steps }, (_, k) =>
+    new Rng(stepSeed(seed, step + k)).nextFloat(),
+  );
+  return { temperature, topK, topP, uniforms };
 }
 
 /**
@@ -166,15 +178,7 @@ export function createMegakernelEngine(
         megakernelUntil - position,
         Math.max(1, most),
       );
-      if (draw === null) mk.launch(id, position, steps);
-      else {
-        const { temperature, topK, topP, seed } = draw.sampling;
-        // The uniform `sample` draws for one row with the step's seed: the first of a fresh generator's stream.
-        const uniforms = Float64Array.from({ length: steps }, (_, k) =>
-          new Rng(stepSeed(seed, draw.step + k)).nextFloat(),
-        );
-        mk.launch(id, position, steps, { temperature, topK, topP, uniforms });
-      }
+      mk.launch(id, position, steps, draw === null ? undefined : kernelDraw(draw.sampling, draw.step, steps));
       return steps;
     },
     token: (index) => mk.token(index),
@@ -197,14 +201,8 @@ export function createMegakernelEngine(
         if (sampling.temperature > 0 && !sampledInKernel(sampling)) return 0;
         const steps = Math.min(mk.maxSteps, maxContext - position, megakernelUntil - position, most);
         if (steps < 1) return 0;
-        if (sampling.temperature === 0) mk.launch(id, position, steps, undefined, { masked: true });
-        else {
-          const { temperature, topK, topP, seed } = sampling;
-          const uniforms = Float64Array.from({ length: steps }, (_, k) =>
-            new Rng(stepSeed(seed, stepIndex + k)).nextFloat(),
-          );
-          mk.launch(id, position, steps, { temperature, topK, topP, uniforms }, { masked: true });
-        }
+        const draw = sampling.temperature === 0 ? undefined : kernelDraw(sampling, stepIndex, steps);
+        mk.launch(id, position, steps, draw, { masked: true });
         return steps;
       },
       token: (index, words) => (mk.mask(index, words) ? mk.token(index) : null),
