@@ -92,9 +92,11 @@ export {
 } from './serve/suite.js';
 export { type Summary, summarize } from './stats.js';
 export {
+  CONTROLS_CASES,
   runStructuredSuite,
   STRUCTURED_BARS,
   STRUCTURED_SCHEMAS,
+  type StructuredDraw,
   type StructuredModel,
   type StructuredStats,
   type StructuredSuiteOptions,

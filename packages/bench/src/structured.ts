@@ -7,8 +7,11 @@
  *   constrained call of a process also builds those, and is left out as a warm-up).
  * - `decode`: decode tokens/s under each schema (greedy: every step masks the logits and asks the matcher), with
  *   the unconstrained greedy rate of the same model as the peer; ratio = constrained rate / unconstrained rate.
+ * - `controls`: decode tokens/s with sampling controls on (penalties, min-p, log-probabilities), with the same draw
+ *   without them as the peer; ratio = controlled rate / plain rate.
  *
- * The bars are issue #50's: a compile ≤ 50 ms, constrained decode ≥ 85% of the unconstrained rate.
+ * The bars are issue #50's: a compile ≤ 50 ms, constrained decode ≥ 85% of the unconstrained rate, and controls
+ * costing ≤ 5% of the decode rate.
  */
 import type { E2eCommon } from './e2e.js';
 import { reportHeader } from './e2e.js';
@@ -24,12 +27,34 @@ export interface StructuredStats {
   finishReason: string;
 }
 
+/** How a `controls` run draws (greedy without a temperature), and the sampling controls it turns on. */
+export interface StructuredDraw {
+  readonly temperature?: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly seed?: number;
+  readonly presencePenalty?: number;
+  readonly frequencyPenalty?: number;
+  readonly repetitionPenalty?: number;
+  readonly minP?: number;
+  /** Log-probabilities of each token and this many alternatives. */
+  readonly topLogprobs?: number;
+}
+
 /** A loaded model as the structured suite uses it; the caller (the CLI) wraps @qk/qwen3. */
 export interface StructuredModel {
   readonly engine: string;
   readonly source: string;
-  /** A greedy generation of at most `maxTokens` tokens after `prompt`; with `schema`, constrained to it. */
-  generate(prompt: string, maxTokens: number, schema?: object): Promise<StructuredStats>;
+  /**
+   * A generation of at most `maxTokens` tokens after `prompt`, greedy unless `draw` says otherwise; with `schema`,
+   * constrained to it.
+   */
+  generate(
+    prompt: string,
+    maxTokens: number,
+    schema?: object,
+    draw?: StructuredDraw,
+  ): Promise<StructuredStats>;
   dispose(): void;
 }
 
@@ -39,8 +64,28 @@ export interface StructuredSuiteOptions extends Omit<E2eCommon, 'open' | 'hfChec
   tokens?: number;
 }
 
-/** The compile bar and the decode bar of issue #50. */
-export const STRUCTURED_BARS = { compileMs: 50, decodeRatio: 0.85 } as const;
+/** The compile bar, the decode bar and the controls bar of issue #50. */
+export const STRUCTURED_BARS = { compileMs: 50, decodeRatio: 0.85, controlsRatio: 0.95 } as const;
+
+/** Greedy: the peer of the greedy controls cases. */
+const GREEDY: StructuredDraw = {};
+/** Qwen3's recommended draw (`qk generate`'s default for the presets): the peer of the sampled controls cases. */
+const SAMPLED: StructuredDraw = { temperature: 0.6, topK: 20, topP: 0.95, seed: 1 };
+
+/**
+ * The sampling-controls cases: each draw with its controls on, beside the same draw without them (`base`). Qwen3's
+ * model card recommends a presence penalty of up to 2 against endless repetition.
+ */
+export const CONTROLS_CASES: ReadonlyArray<{ name: string; base: StructuredDraw; draw: StructuredDraw }> = [
+  { name: 'greedy, presence penalty 1.5', base: GREEDY, draw: { presencePenalty: 1.5 } },
+  {
+    name: 'sampled, presence 1.5, frequency 0.2, repetition 1.05',
+    base: SAMPLED,
+    draw: { ...SAMPLED, presencePenalty: 1.5, frequencyPenalty: 0.2, repetitionPenalty: 1.05 },
+  },
+  { name: 'sampled, min-p 0.05', base: SAMPLED, draw: { ...SAMPLED, minP: 0.05 } },
+  { name: 'greedy, logprobs (top 5)', base: GREEDY, draw: { topLogprobs: 5 } },
+];
 
 const PROMPT = 'Answer with one JSON object that fits the schema.\n';
 
@@ -114,6 +159,12 @@ export const STRUCTURED_SCHEMAS: ReadonlyArray<{ name: string; schema: (tag: str
 const UNCONSTRAINED: PeerStatus = {
   name: 'unconstrained',
   label: 'unconstrained (same model and engine)',
+  available: true,
+};
+
+const PLAIN: PeerStatus = {
+  name: 'plain',
+  label: 'the same draw without controls',
   available: true,
 };
 
@@ -195,15 +246,50 @@ export async function runStructuredSuite(o: StructuredSuiteOptions): Promise<Ben
         `structured ${name}: ${(1000 / decode.median).toFixed(1)} tok/s constrained${ratio === undefined ? '' : ` (${ratio.toFixed(2)} × unconstrained)`}`,
       );
     }
+    // Sampling controls: each case against its draw without them, run by run in turns (so drift hits both alike).
+    const bases = new Map<StructuredDraw, number[]>();
+    for (const { base } of CONTROLS_CASES) bases.set(base, []);
+    for (const { name, base, draw } of CONTROLS_CASES) {
+      const on: number[] = [];
+      const off = bases.get(base)!;
+      for (let r = 0; r < runs; r++) {
+        const plain = await model.generate(PROMPT, tokens, undefined, base);
+        if (plain.decodeTokensPerSecond > 0) off.push(1000 / plain.decodeTokensPerSecond);
+        const s = await model.generate(PROMPT, tokens, undefined, draw);
+        if (s.decodeTokensPerSecond > 0) on.push(1000 / s.decodeTokensPerSecond);
+      }
+      if (on.length === 0 || off.length === 0) {
+        notes.push(`${name}: no run produced two tokens, so no decode rate`);
+        continue;
+      }
+      const timing = summarize(on);
+      const peer = summarize(off).median;
+      const ratio = peer / timing.median;
+      rows.push({
+        id: `controls-${name.replace(/\W+/g, '-')}`,
+        series: 'controls',
+        label: `${name}: decode`,
+        x: rows.length,
+        params: { engine: model.engine, controls: name, runs, tokens },
+        timing,
+        tokPerS: 1000 / timing.median,
+        peers: { plain: { time: peer, ratio } },
+        bar: {
+          text: `≥ ${STRUCTURED_BARS.controlsRatio} × the same draw without controls`,
+          met: ratio >= STRUCTURED_BARS.controlsRatio,
+        },
+      });
+      log(`structured ${name}: ${(1000 / timing.median).toFixed(1)} tok/s (${ratio.toFixed(2)} × without)`);
+    }
     return {
       ...reportHeader(
         o,
         'structured',
         `Structured output: grammar compile and constrained decode (${model.source}, ${model.engine})`,
-        `Compile: from generate({ schema }) to a ready constraint, for a schema no earlier call compiled (its property names renamed per run; the grammar engine and the tokenizer's data warm), median of ${runs}. Decode: greedy tokens/s under each schema (each step masks the logits by the grammar), median of ${runs} runs of up to ${tokens} tokens (a constrained run ends when its JSON is complete), against the same model's unconstrained greedy rate in the same run (ratio = constrained / unconstrained). Unit: ms (per compile, per token).`,
+        `Compile: from generate({ schema }) to a ready constraint, for a schema no earlier call compiled (its property names renamed per run; the grammar engine and the tokenizer's data warm), median of ${runs}. Decode: greedy tokens/s under each schema (each step masks the logits by the grammar), median of ${runs} runs of up to ${tokens} tokens (a constrained run ends when its JSON is complete), against the same model's unconstrained greedy rate in the same run (ratio = constrained / unconstrained). Controls: tokens/s with sampling controls on, against the same draw without them, the two alternating run by run (ratio = with / without; the plain runs of a draw are pooled across its cases). Unit: ms (per compile, per token).`,
         'ms',
       ),
-      peers: [UNCONSTRAINED],
+      peers: [UNCONSTRAINED, PLAIN],
       rows,
       charts: [],
       notes,

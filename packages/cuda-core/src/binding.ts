@@ -638,7 +638,11 @@ export interface Binding {
    * `screen` (default true): a launch of an instance with a screen ({@link Binding.megakernelScreen}) uses it and
    * leaves `logits` unwritten; false computes and writes every logit. `masked` (default false): each step's token is
    * taken over the ids its mask allows, which the host publishes while the step runs
-   * ({@link Binding.megakernelMask}); the step's LM head waits for it (within the instance's timeout).
+   * ({@link Binding.megakernelMask}); the step's LM head waits for it (within the instance's timeout). `controls`
+   * (`[repetition, presence, frequency, ln min-p]`, absent: none) applies the sampling controls in the kernel as
+   * `applyLogitControls` applies them before `sample`: penalties other than `[1, 0, 0]` read the counts and the ids
+   * seen that {@link Binding.megakernelHistory} uploaded, and each step adds its token to them; min-p (−Infinity: off)
+   * applies to sampled launches.
    */
   megakernelLaunch(
     handle: number,
@@ -650,7 +654,14 @@ export interface Binding {
     position?: number,
     screen?: boolean,
     masked?: boolean,
+    controls?: Float64Array,
   ): void;
+  /**
+   * Uploads the state penalised launches start from (queued on the op stream, after the launches before it):
+   * `counts` (vocab counts of the generated ids, each ≥ 0) and `seen` (ceil(vocab / 32) words; bit `t & 31` of word
+   * `t >>> 5` set for an id of the prompt or a generated one). The arrays may be reused once it returns.
+   */
+  megakernelHistory(handle: number, counts: Int32Array, seen: Uint32Array): void;
   /**
    * Publishes the mask of step `index` of the last launch, a masked one: `words` (ceil(vocab / 32) words; bit
    * `t & 31` of word `t >>> 5` allows id `t`) are copied to the device on a stream of their own while the kernel

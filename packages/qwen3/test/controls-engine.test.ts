@@ -6,8 +6,9 @@
  * routes such steps through one-step launches that write the logits row) on compute capability ≥ 9.0. Then the
  * megakernel's masked steps (a constraint's mask and nothing else: the kernel takes the token over the mask, published
  * while the step runs), greedy and drawn in the kernel, against the same reference; and what happens when the controls'
- * maker throws, asks for log-probabilities after all, or allows nothing. GPU only: skipped, visibly, where no GPU is
- * usable.
+ * maker throws, asks for log-probabilities after all, or allows nothing. Then penalties and min-p applied in the
+ * kernel (counting its own tokens), with and without a mask, against the same reference, and a history the queued
+ * steps do not follow. GPU only: skipped, visibly, where no GPU is usable.
  */
 import * as cudaCore from '@qk/cuda-core';
 import { cudaAvailable, cudaDeviceInfo, QkValueError, useCudaBackend } from '@qk/ops';
@@ -417,5 +418,140 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
     );
     expect(got.id).toBe(want.id);
     engine.dispose();
+  });
+});
+
+describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute capability ≥ 9.0)', () => {
+  // Greedy with every penalty; drawn with penalties and min-p, under a constraint's mask; and a wide top-k with a
+  // negative frequency penalty and a repetition penalty below 1 (both raise the logits of the ids seen).
+  const DRAWS: [string, SamplingParams, boolean][] = [
+    [
+      'greedy, every penalty',
+      {
+        temperature: 0,
+        topK: 0,
+        topP: 1,
+        seed: 1,
+        presencePenalty: 1.5,
+        frequencyPenalty: 0.7,
+        repetitionPenalty: 1.4,
+      },
+      false,
+    ],
+    [
+      'top-k 20, top-p 0.9, presence and repetition penalties, min-p 0.05, a mask',
+      {
+        temperature: 0.8,
+        topK: 20,
+        topP: 0.9,
+        seed: 7,
+        presencePenalty: 2,
+        repetitionPenalty: 1.2,
+        minP: 0.05,
+      },
+      true,
+    ],
+    [
+      'top-k 64, frequency −0.5, repetition 0.8, min-p 0.2',
+      {
+        temperature: 1.1,
+        topK: 64,
+        topP: 1,
+        seed: 9,
+        frequencyPenalty: -0.5,
+        repetitionPenalty: 0.8,
+        minP: 0.2,
+      },
+      false,
+    ],
+  ];
+  const HEADS: [string, MegakernelEngineOptions][] = [
+    ['screened', {}],
+    ['unscreened', { megakernelScreen: false }],
+    ['claimed tiles', { megakernelTuning: { claimTiles: true } }],
+  ];
+  const plain = (s: SamplingParams): SamplingParams => ({
+    temperature: s.temperature,
+    topK: s.topK,
+    topP: s.topP,
+    seed: s.seed,
+  });
+  for (const [head, options] of HEADS) {
+    for (const [label, sampling, masked] of DRAWS) {
+      it(`takes the reference's token through the controls, step after step (${head}; ${label})`, async () => {
+        const engine = build('megakernel', 101, options) as Engine & PiecewiseEngine;
+        const prompt = randomIds(9, VOCAB_LIMIT, 102);
+        const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
+        const steps = 40;
+        const at = (step: number) => ({
+          ids: step === 0 ? prompt : [history.generated[step - 1]!],
+          start: step === 0 ? 0 : prompt.length + step - 1,
+        });
+        const controlsAt = (step: number): StepControls => ({
+          history,
+          mask: masked ? rotatingMask(step) : null,
+          topLogprobs: null,
+        });
+        const { masks } = await countingMasks(async () => {
+          for (let step = 0; step < steps; step++) {
+            const { ids, start } = at(step);
+            const got = await engine.chooseAsync!(
+              ids,
+              start,
+              sampling,
+              step,
+              maskOnly(() => controlsAt(step)),
+              between,
+            );
+            history.generated.push(got.id);
+          }
+        });
+        expect(masks).toBe(steps - 1); // every decode step ran in the kernel
+        engine.dropQueued!();
+        // Replayed on a twin, one logits row per step, through the reference; the controls changed some step's
+        // token (else this case would not test them).
+        const twin = build('megakernel', 101);
+        let changed = 0;
+        for (let step = 0; step < steps; step++) {
+          const { ids, start } = at(step);
+          const logits = twin.logits(ids, start);
+          const seenSoFar: TokenHistory = { prompt, generated: history.generated.slice(0, step) };
+          const controls = { ...controlsAt(step), history: seenSoFar };
+          const want = chooseToken(logits, sampling, step, controls, VOCAB_LIMIT);
+          expect(history.generated[step], `step ${step}`).toBe(want.id);
+          if (chooseToken(logits, plain(sampling), step, controls, VOCAB_LIMIT).id !== want.id) changed++;
+        }
+        expect(changed).toBeGreaterThan(0);
+        engine.dispose();
+        twin.dispose();
+      });
+    }
+  }
+
+  it('counts from the history it is given when that is not the one its queued steps follow', async () => {
+    const sampling = DRAWS[0]![1];
+    const engine = build('megakernel', 111) as Engine & PiecewiseEngine;
+    const twin = build('megakernel', 111);
+    const prompt = randomIds(8, VOCAB_LIMIT, 112);
+    const history = { prompt, generated: [] as number[] };
+    const step = async (h: TokenHistory, ids: number[], start: number, index: number) => {
+      const controls: StepControls = { history: h, mask: null, topLogprobs: null };
+      const want = chooseToken(twin.logits(ids, start), sampling, index, controls, VOCAB_LIMIT);
+      const got = await engine.chooseAsync!(ids, start, sampling, index, maskOnly(controls), between);
+      expect(got.id, `step ${index}`).toBe(want.id);
+      return got.id;
+    };
+    let id = await step(history, prompt, 0, 0);
+    for (let i = 1; i < 6; i++) {
+      history.generated.push(id);
+      id = await step(history, [id], prompt.length + i - 1, i);
+    }
+    history.generated.push(id);
+    // Another generation's history at the next queued step (same position, token and sampling, as long): its first
+    // ids are the last one repeated, so its counts differ from the ones the kernel keeps.
+    const other = { prompt, generated: history.generated.map((t, i) => (i < 3 ? id : t)) };
+    await step(other, [id], prompt.length + 5, 6);
+    engine.dispose();
+    twin.dispose();
   });
 });

@@ -107,12 +107,13 @@ describe('checkMegakernelTuning', () => {
 });
 
 describe('the addon contract for the tuning fields', () => {
-  const addon = (fields: unknown, mask: unknown = () => {}) =>
+  const addon = (fields: unknown, mask: unknown = () => {}, history: unknown = () => {}) =>
     ({
       megakernelLimits: MEGAKERNEL_LIMITS,
       megakernelTuningFields: fields,
       megakernelMask: mask,
       megakernelCancel: mask,
+      megakernelHistory: history,
     }) as unknown as Binding;
 
   it('accepts an addon whose table is the one @qk/qwen3 checks with', () => {
@@ -128,6 +129,12 @@ describe('the addon contract for the tuning fields', () => {
   it('refuses an addon built before masked launches, with the rebuild command', () => {
     expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS), null))).toMatch(
       /has no megakernelMask .*pnpm --filter @qk\/cuda-core build:native/,
+    );
+  });
+
+  it('refuses an addon built before penalties in the kernel, with the rebuild command', () => {
+    expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS), undefined, undefined))).toMatch(
+      /megakernelHistory .*pnpm --filter @qk\/cuda-core build:native/,
     );
   });
 

@@ -420,17 +420,20 @@ describe('controls made after the step is queued', () => {
   });
 
   /**
-   * The maker says when its controls can only be a constraint's mask (`maskOnly`): an engine may then take the token
-   * in a kernel that reads the mask as it comes (the megakernel). Log-probabilities or logit controls rule it out.
+   * The maker says when its controls ask for no log-probabilities (`maskOnly`): an engine may then take the token in
+   * a kernel that reads the mask as it comes and applies the logit controls it can (the megakernel: penalties and
+   * min-p). Log-probabilities rule it out; logit controls leave the choice to the engine.
    */
-  it('marks a maker maskOnly exactly when the job has a constraint and nothing but it', async () => {
-    const cases: [string, Partial<GenerateOptions>, boolean][] = [
-      ['a constraint alone', {}, true],
-      ['a constraint and log-probabilities', { logprobs: true, topLogprobs: 2 }, false],
-      ['a constraint and a presence penalty', { presencePenalty: 0.5 }, false],
-      ['a constraint and min-p', { minP: 0.1, temperature: 0.7 }, false],
+  it('marks a maker maskOnly exactly when the job asks for no log-probabilities', async () => {
+    const cases: [string, Partial<GenerateOptions>, boolean, boolean][] = [
+      ['a constraint alone', {}, true, true],
+      ['a constraint and log-probabilities', { logprobs: true, topLogprobs: 2 }, true, false],
+      ['a constraint and a presence penalty', { presencePenalty: 0.5 }, true, true],
+      ['a constraint and min-p', { minP: 0.1, temperature: 0.7 }, true, true],
+      ['a presence penalty alone', { presencePenalty: 0.5 }, false, true],
+      ['a logit bias and log-probabilities', { logitBias: { 3: 2 }, logprobs: true }, false, false],
     ];
-    for (const [label, options, want] of cases) {
+    for (const [label, options, constrained, want] of cases) {
       const seen: (boolean | undefined)[] = [];
       const engine = watched(cpu(41), (_step, controls) => {
         seen.push(typeof controls === 'function' ? controls.maskOnly : undefined);
@@ -438,7 +441,12 @@ describe('controls made after the step is queued', () => {
       const m = new Qwen3Model({ config, tokenizer: stubTokenizer(TEXT_VOCAB), engine });
       const prompt = randomIds(5, TEXT_VOCAB - 1, 41);
       const constraint = ruleConstraint((t) => t % 2 === 0, 4);
-      await m.generate(prompt, { temperature: 0, maxTokens: 6, ...options, constraint }).result;
+      await m.generate(prompt, {
+        temperature: 0,
+        maxTokens: constrained ? 6 : 4,
+        ...options,
+        ...(constrained ? { constraint } : {}),
+      }).result;
       expect(seen.length, label).toBe(4);
       expect(
         seen.every((v) => v === want),

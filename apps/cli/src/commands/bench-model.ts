@@ -103,15 +103,19 @@ export function benchModel(model: Qwen3Model, sampling?: GenerateOptions): E2eMo
   };
 }
 
-/** Wraps a loaded model for the structured suite: greedy generations from a text prompt, with or without a schema. */
+/**
+ * Wraps a loaded model for the structured suite: generations from a text prompt (greedy unless the suite's draw
+ * says otherwise), with or without a schema.
+ */
 export function structuredBenchModel(model: Qwen3Model): StructuredModel {
   return {
     engine: model.engine,
     source: model.source,
-    generate: async (prompt, maxTokens, schema) => {
+    generate: async (prompt, maxTokens, schema, draw) => {
       model.forgetPrefix();
       const options: GenerateOptions = {
         temperature: 0,
+        ...draw,
         maxTokens,
         ...(schema === undefined ? {} : { schema }),
       };

@@ -66,7 +66,9 @@ End-to-end suites (loadQwen3 + generate, host overhead included; HF transformers
   prefill     prompt latency per length
   patch       eager-style vs fused RMSNorm, SwiGLU and RoPE: prefill latency and decode tok/s per variant
   structured  JSON Schema output: grammar compile per new schema (bar ≤ 50 ms) and greedy constrained decode
-              tok/s against the same model unconstrained (bar ≥ 0.85×), on the default engine or --engine
+              tok/s against the same model unconstrained (bar ≥ 0.85×); then decode with sampling controls
+              (penalties, min-p, logprobs) against the same draw without them (bar ≥ 0.95×); on the default
+              engine or --engine
 ${BENCH_SERVE_HELP}
 
 Without a GPU the op suites run the plain-TypeScript references (float32) at small sizes and the end-to-end
@@ -211,7 +213,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
     console.log(`${'prefill'.padEnd(12)}Prefill latency per prompt length, beside HF transformers`);
     console.log(`${'patch'.padEnd(12)}Eager-style vs fused modules end to end`);
     console.log(
-      `${'structured'.padEnd(12)}JSON Schema grammar compile and constrained decode vs unconstrained`,
+      `${'structured'.padEnd(12)}JSON Schema grammar compile and constrained decode vs unconstrained; sampling controls`,
     );
     console.log(`${'serve'.padEnd(12)}qk serve under concurrent clients, and prefix reuse (not in all)`);
     return 0;

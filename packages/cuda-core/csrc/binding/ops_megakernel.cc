@@ -41,6 +41,9 @@ struct Instance {
   uint64_t* mask_dev = nullptr;
   cudaStream_t mask_stream = nullptr;
   int64_t mask_stride = 0;
+  // The penalties' state (MegakernelArgs::pen_counts, then pen_seen): vocab counts, then ceil(vocab / 32) words, in
+  // device memory, made and filled by megakernelHistory; launches with penalties read and update it.
+  int32_t* pen_dev = nullptr;
   cudaEvent_t started = nullptr;    // recorded before the last launch: the kernel cannot have begun before it
   cudaEvent_t finished = nullptr;   // recorded after the last launch
   const void* screen = nullptr;     // the LM head's int8 screen (megakernelScreen), or nullptr
@@ -66,6 +69,8 @@ void release(Instance& inst) {
   if (inst.mask_stream != nullptr) cudaStreamDestroy(inst.mask_stream);
   if (inst.mask_dev != nullptr) cudaFree(inst.mask_dev);
   if (inst.mask_host != nullptr) cudaFreeHost(inst.mask_host);
+  if (inst.pen_dev != nullptr) cudaFree(inst.pen_dev);
+  inst.pen_dev = nullptr;
   inst.mask_stream = nullptr;
   inst.mask_dev = nullptr;
   inst.started = inst.finished = nullptr;
@@ -369,14 +374,16 @@ Napi::Value MegakernelScreen(const Napi::CallbackInfo& info) {
   });
 }
 
-// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms, position, screen]): queues `steps` decode steps in
+// megakernelLaunch(handle, steps = 1[, topK, temperature, topP, uniforms, position, screen, masked, controls]): queues `steps` decode steps in
 // one launch (reads state; writes the logits of each step in turn, result, state; publishes each step's token to the
 // host as it is made). Each step takes its argmax, or with topK > 0 draws by `sample`'s rule (top-k ≤ 64,
 // temperature > 0, top-p in (0, 1]) with uniforms[s] (a Float64Array of `steps` values in [0, 1)); with topK = 0
 // the arguments after it are not read, except `position`: the launch's first position (the one in state), which
 // picks the weight ring (the plan's short-context ring below its shortRingUntil; absent: the default ring), and
 // `screen` (default true): a launch of an instance with a screen (megakernelScreen) screens the LM head and writes no
-// logits; false computes every logit, as a launch without a screen does.
+// logits; false computes every logit, as a launch without a screen does. `controls` (a Float64Array [repetition,
+// presence, frequency, ln min-p], or absent): the sampling controls in the kernel (MegakernelArgs::pen_counts,
+// log_min_p); penalties other than (1, 0, 0) read and update the state megakernelHistory uploaded.
 Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelLaunch", [&info](const Args& a) -> Napi::Value {
     a.expect_count(1);
@@ -404,8 +411,25 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     const int64_t position = a.count() > 6 && !info[6].IsUndefined() ? a.int64(6, "position", 0, INT32_MAX) : -1;
     const bool screen = a.count() > 7 && !info[7].IsUndefined() ? a.boolean(7, "screen") : true;
     const bool masked = a.count() > 8 && !info[8].IsUndefined() ? a.boolean(8, "masked") : false;
+    double controls[4] = {1.0, 0.0, 0.0, -HUGE_VAL};
+    if (a.count() > 9 && !info[9].IsUndefined()) {
+      const Napi::Value c = info[9];
+      if (!c.IsTypedArray() || c.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array ||
+          c.As<Napi::Float64Array>().ElementLength() != 4)
+        a.fail("controls", "must be a Float64Array [repetition, presence, frequency, ln min-p]");
+      Napi::Float64Array arr = c.As<Napi::Float64Array>();
+      for (size_t i = 0; i < 4; i++) controls[i] = arr[i];
+      if (!(std::isfinite(controls[0]) && controls[0] > 0.0))
+        a.fail("controls", "repetition penalty must be a finite number > 0");
+      if (!std::isfinite(controls[1]) || !std::isfinite(controls[2]))
+        a.fail("controls", "presence and frequency penalties must be finite");
+      if (!(controls[3] <= 0.0)) a.fail("controls", "ln min-p must be ≤ 0 (−Infinity: no min-p)");
+    }
+    const bool penalties = controls[0] != 1.0 || controls[1] != 0.0 || controls[2] != 0.0;
     std::lock_guard<std::mutex> lock(instances_mu);
     Instance& inst = instance_at(a, 0);
+    if (penalties && inst.pen_dev == nullptr)
+      a.fail("controls", "ask for penalties, but no history was uploaded (megakernelHistory first)");
     if (inst.args.trace != nullptr && steps != 1) a.fail("steps", "must be 1 when the instance records a trace");
     if (masked && inst.mask_dev == nullptr) {
       // Two slots, so that the host may fill the next step's while the kernel may still read this one's.
@@ -465,6 +489,13 @@ Napi::Value MegakernelLaunch(const Napi::CallbackInfo& info) {
     inst.args.mask_stride = masked ? inst.mask_stride : 0;
     inst.args.temperature = temperature;
     inst.args.top_p = top_p;
+    const int64_t vocab = inst.args.dims.vocab;
+    inst.args.pen_counts = penalties ? inst.pen_dev : nullptr;
+    inst.args.pen_seen = penalties ? reinterpret_cast<uint32_t*>(inst.pen_dev + vocab) : nullptr;
+    inst.args.repetition_penalty = controls[0];
+    inst.args.presence_penalty = controls[1];
+    inst.args.frequency_penalty = controls[2];
+    inst.args.log_min_p = top_k > 0 ? controls[3] : -HUGE_VAL;
     std::memcpy(inst.args.uniforms, uniforms, sizeof(uniforms));
     QK_CUDA_TRY("megakernelLaunch", cudaEventRecord(inst.started, stream()));
     launched("megakernelLaunch", launch_megakernel(inst.args, inst.plan, stream()));
@@ -576,6 +607,40 @@ Napi::Value MegakernelMask(const Napi::CallbackInfo& info) {
   });
 }
 
+// megakernelHistory(handle, counts, seen): the state penalised launches start from: `counts` (an Int32Array of vocab
+// counts of the generated ids, each ≥ 0) and `seen` (a Uint32Array of ceil(vocab / 32) words: bit t & 31 of word
+// t >> 5 set for an id of the prompt or a generated one), copied to the device in stream order (after the launches
+// queued before, which may still update the state, and before the next). A launch with penalties adds its own tokens.
+Napi::Value MegakernelHistory(const Napi::CallbackInfo& info) {
+  return guard(info, "megakernelHistory", [&info](const Args& a) -> Napi::Value {
+    a.expect_count(3);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    Instance& inst = instance_at(a, 0);
+    const int64_t vocab = inst.args.dims.vocab, words = (vocab + 31) / 32;
+    const Napi::Value c = info[1], w = info[2];
+    if (!c.IsTypedArray() || c.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array ||
+        static_cast<int64_t>(c.As<Napi::Int32Array>().ElementLength()) != vocab)
+      a.fail("counts", "must be an Int32Array of vocab = " + std::to_string(vocab) + " counts");
+    if (!w.IsTypedArray() || w.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array ||
+        static_cast<int64_t>(w.As<Napi::Uint32Array>().ElementLength()) != words)
+      a.fail("seen", "must be a Uint32Array of ceil(vocab / 32) = " + std::to_string(words) + " words");
+    Napi::Int32Array counts = c.As<Napi::Int32Array>();
+    for (int64_t t = 0; t < vocab; t++) {
+      if (counts[static_cast<size_t>(t)] < 0) a.fail("counts", "must hold counts ≥ 0");
+    }
+    if (inst.pen_dev == nullptr) {
+      QK_CUDA_TRY("megakernelHistory", cudaMalloc(reinterpret_cast<void**>(&inst.pen_dev),
+                                                  static_cast<size_t>(vocab + words) * sizeof(int32_t)));
+    }
+    // Pageable sources: each copy returns once its bytes are staged, so the arrays may change right after.
+    QK_CUDA_TRY("megakernelHistory", cudaMemcpyAsync(inst.pen_dev, counts.Data(), static_cast<size_t>(vocab) * 4,
+                                                     cudaMemcpyHostToDevice, stream()));
+    QK_CUDA_TRY("megakernelHistory", cudaMemcpyAsync(inst.pen_dev + vocab, w.As<Napi::Uint32Array>().Data(),
+                                                     static_cast<size_t>(words) * 4, cudaMemcpyHostToDevice, stream()));
+    return a.env().Undefined();
+  });
+}
+
 // megakernelCancel(handle): ends a masked launch that still waits for masks: both slots are tagged
 // kMegakernelMaskCancel, so its waiting step fails with Cancelled at its LM head; then, once the stream is idle, the
 // instance is cleared as megakernelReset clears it. Nothing for an instance whose last launch is not masked.
@@ -640,6 +705,7 @@ void register_megakernel_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "megakernelToken", MegakernelToken);
   define(env, exports, "megakernelMask", MegakernelMask);
   define(env, exports, "megakernelCancel", MegakernelCancel);
+  define(env, exports, "megakernelHistory", MegakernelHistory);
   define(env, exports, "megakernelReset", MegakernelReset);
   define(env, exports, "megakernelDestroy", MegakernelDestroy);
   define(env, exports, "megakernelLaunchPaths", MegakernelLaunchPaths);

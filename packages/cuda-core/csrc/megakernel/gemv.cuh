@@ -33,10 +33,7 @@ enum class Take : int { kPair, kGateUp, kQuad };
  * step's slot; loaded from L2 once the step's tag was seen: lm_mask_ready).
  */
 __device__ __forceinline__ uint32_t mask_pair_bits(const MegakernelArgs& a, const Block& b, int64_t u) {
-  const uint32_t* w = a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride;
-  const uint32_t w0 = __ldcg(w + (u >> 5));
-  const uint32_t w1 = ((u + 1) & 31) != 0 ? w0 : u + 1 < a.dims.vocab ? __ldcg(w + ((u + 1) >> 5)) : 0u;
-  return ((w0 >> (u & 31)) & 1u) | (((w1 >> ((u + 1) & 31)) & 1u) << 1);
+  return pair_bits_l2(a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride, u, a.dims.vocab);
 }
 
 /**
@@ -100,6 +97,9 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
       const bf16* up = kGateUp ? row + n * k : second ? row + 2 * k : row;
       // (The LM head of a masked launch: the pair's mask bits, loaded before the dot products hide the L2 trip.)
       const uint32_t allowed = stage < 0 && a.mask_tags != nullptr ? mask_pair_bits(a, b, t0 + r) : 3u;
+      // (With penalties: the pair's bits in pen_seen, as early.)
+      const bool pen = stage < 0 && a.pen_counts != nullptr;
+      const uint32_t seen = pen ? pair_bits_l2(a.pen_seen, t0 + r, a.dims.vocab) : 0u;
       float acc0 = 0.f, acc1 = 0.f, up0 = 0.f, up1 = 0.f;
 #pragma unroll 4
       for (int c = lane * 8; c < k_dot; c += 256) {
@@ -128,19 +128,26 @@ __device__ __forceinline__ bool consume_gemv(const MegakernelArgs& a, const Bloc
           bf16* logits = static_cast<bf16*>(a.logits);
           const float v0 = round_bf(acc0), v1 = round_bf(acc1);
           logits[u] = to_bf(v0);
-          if (u < a.vocab_limit && (allowed & 1u) != 0) offer(best, v0, static_cast<int>(u));
+          if (u < a.vocab_limit && (allowed & 1u) != 0)
+            offer(best, pen ? penalized(a, v0, u, (seen & 1u) != 0) : v0, static_cast<int>(u));
           if (r + 1 < n) {
             logits[u + 1] = to_bf(v1);
-            if (u + 1 < a.vocab_limit && (allowed & 2u) != 0) offer(best, v1, static_cast<int>(u + 1));
+            if (u + 1 < a.vocab_limit && (allowed & 2u) != 0)
+              offer(best, pen ? penalized(a, v1, u + 1, (seen & 2u) != 0) : v1, static_cast<int>(u + 1));
           }
         }
         if constexpr (kSample) {
           // Every lane holds the same sums (an xor-butterfly reduction): the warp offers them to its candidates
           // together.
-          if (u < a.vocab_limit && (allowed & 1u) != 0)
-            top_consider(top, round_bf(acc0), static_cast<unsigned>(u), a.top_k);
-          if (r + 1 < n && u + 1 < a.vocab_limit && (allowed & 2u) != 0)
-            top_consider(top, round_bf(acc1), static_cast<unsigned>(u + 1), a.top_k);
+          if (u < a.vocab_limit && (allowed & 1u) != 0) {
+            const float v = round_bf(acc0);
+            top_consider(top, pen ? penalized(a, v, u, (seen & 1u) != 0) : v, static_cast<unsigned>(u), a.top_k);
+          }
+          if (r + 1 < n && u + 1 < a.vocab_limit && (allowed & 2u) != 0) {
+            const float v = round_bf(acc1);
+            top_consider(top, pen ? penalized(a, v, u + 1, (seen & 2u) != 0) : v, static_cast<unsigned>(u + 1),
+                         a.top_k);
+          }
         }
       } else if (lane == 0) {
         if constexpr (kGateUp) {

@@ -77,7 +77,10 @@ __device__ __forceinline__ bool step_argmax(const MegakernelArgs& a, const Block
     if (lane == 0) fail(b.sync, b.result, b.host, b.launch_epoch, MegakernelError::NonFinite);
     return false;
   }
-  if (lane == 0) publish_token(a, b, all.i, step, pos);
+  if (lane == 0) {
+    count_token(a, all.i);
+    publish_token(a, b, all.i, step, pos);
+  }
   return true;
 }
 
@@ -152,11 +155,18 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
   uint32_t* mask = reinterpret_cast<uint32_t*>(upper + ((rows + 1) & ~1) + 2 * kConsumerWarps * kMaxTopK);
   const int64_t w0 = u0 >> 5;
   const int words = rows > 0 ? static_cast<int>(((u1 - 1) >> 5) - w0 + 1) : 0;
+  // With penalties (MegakernelArgs::pen_counts), the words of pen_seen over the same rows, after the mask's.
+  const bool pen = a.pen_counts != nullptr;
+  uint32_t* seen = mask + screen_mask_words(rows);
   if (masked && threadIdx.x == 0) {
     const unsigned slot = b.epoch & 1u;
     b.flag[3] = mask_wait(a.mask_tags + slot, b.epoch, b.sync, b.result, b.host, b.launch_epoch, b.timeout_ns) ? 1 : 0;
   }
   const auto allowed = [&](int64_t u) { return !masked || ((mask[(u >> 5) - w0] >> (u & 31)) & 1u) != 0; };
+  // A logit (or a bound of one) of row u as the draw compares it: through the penalties when the launch has them.
+  const auto controlled = [&](float v, int64_t u) {
+    return pen ? penalized(a, v, u, ((seen[(u >> 5) - w0] >> (u & 31)) & 1u) != 0) : v;
+  };
   // 1. x: its largest magnitude and its norm, then x16 and the norm of what it leaves out. (A NaN or infinity in x
   // makes every row a candidate: the unscreened arithmetic then decides, as it would have.)
   float m = 0.f, xx = 0.f;
@@ -175,6 +185,9 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     if (b.flag[3] == 0) return false;  // (every consumer thread: the launch aborts)
     const uint32_t* src = a.mask_words + static_cast<int64_t>(b.epoch & 1u) * a.mask_stride + w0;
     for (int i = threadIdx.x; i < words; i += kConsumers) mask[i] = l2_load_u32(src + i);
+  }
+  if (pen) {  // (the last step's token set its bit before it was published)
+    for (int i = threadIdx.x; i < words; i += kConsumers) seen[i] = l2_load_u32(a.pen_seen + w0 + i);
   }
   if (lane == 0) {
     red[warp] = bad ? INFINITY : m;
@@ -243,13 +256,19 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
         const float c = static_cast<float>(h == 0 ? acc0 : acc1) * sr * sx;
         const float bound = fmaf(er, nx, fmaf(nr, ndx, nr * nx * 0x1p-10f));
         const bool live = u < a.vocab_limit && allowed(u);
-        const float up = live ? c + bound : -INFINITY;
+        // With penalties, the bounds of the value the draw compares: the row's logit is bf16(its fp32 dot), then
+        // penalised, and both maps are non-decreasing, so they carry the dot's bounds over exactly (no margin below).
+        float lo = c - bound, hi = c + bound;
+        if (pen) {
+          lo = controlled(round_bf(lo), u);
+          hi = controlled(round_bf(hi), u);
+        }
+        const float up = live ? hi : -INFINITY;
         if constexpr (kSample) {
           // (Warp-uniform: every lane holds the sums and the row's floats. A NaN bound is no bound.)
-          if (live && c - bound > -INFINITY)
-            top_insert(low, candidate_key(c - bound, static_cast<unsigned>(u)), a.top_k);
+          if (live && lo > -INFINITY) top_insert(low, candidate_key(lo, static_cast<unsigned>(u)), a.top_k);
         } else if (live) {
-          lower = fmaxf(lower, c - bound);
+          lower = fmaxf(lower, lo);
         }
         if (lane == 0) upper[u - u0] = up;
         // (No L2 request for rows that may become candidates: judged by the warp's bound so far, about 80 rows per
@@ -288,7 +307,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     }
     consumer_sync();  // T
     const float t = red[3 * kConsumerWarps];
-    const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
+    const float thr = pen ? t : t - (fabsf(t) * 0x1p-6f + 1e-37f);
     // A NaN upper bound (a row of non-finite weights against x = 0) makes a candidate, so that its logit reaches the
     // draw's non-finite check, as unscreened.
     const auto cand_at = [&](int i) {
@@ -319,8 +338,8 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
       }
       sa = warp_sum(sa);
       sb = warp_sum(sb);
-      top_consider(top, round_bf(sa), static_cast<unsigned>(ua), k);
-      if (ub != ua) top_consider(top, round_bf(sb), static_cast<unsigned>(ub), k);
+      top_consider(top, controlled(round_bf(sa), ua), static_cast<unsigned>(ua), k);
+      if (ub != ua) top_consider(top, controlled(round_bf(sb), ub), static_cast<unsigned>(ub), k);
     };
     int64_t held = -1;  // a candidate waiting for its partner
     for (int base = warp * 32; base < rows; base += kConsumers) {
@@ -340,7 +359,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     consumer_sync();  // the bounds and `upper`
     float t = -INFINITY;
     for (int w = 0; w < kConsumerWarps; w++) t = fmaxf(t, red[3 * kConsumerWarps + w]);
-    const float thr = t - (fabsf(t) * 0x1p-6f + 1e-37f);
+    const float thr = pen ? t : t - (fabsf(t) * 0x1p-6f + 1e-37f);
     const int k_dot = (a.debug & 4) != 0 ? 0 : hidden;  // (diagnostic: no dot products)
     for (int base = warp * 32; base < rows; base += kConsumers) {
       const int i = base + lane;
@@ -353,7 +372,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
 #pragma unroll 4
         for (int c = lane * 8; c < k_dot; c += 256) acc = dot8(ld_early_cg128(row + c), lds128(b.x + c), acc);
         acc = warp_sum(acc);
-        const float v = round_bf(acc);
+        const float v = controlled(round_bf(acc), u);
         if (lane == 0) offer(best, v, static_cast<int>(u));
       }
     }

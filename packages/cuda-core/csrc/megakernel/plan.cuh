@@ -129,10 +129,11 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->skip_items = plan->claim ? sms / 4 : sms / 2;
   // Launches may screen the LM head (MegakernelArgs::lm_screen) where the block's rows are a fixed share
   // (consume_screen keeps a bound per row, after x and its int16 copy in the union, then the warps' lists of lower
-  // bounds for sampling and a masked launch's words) and rows are 16-byte pieces.
+  // bounds for sampling, a masked launch's words and, with penalties, the words of the ids seen) and rows are 16-byte
+  // pieces.
   const int64_t share = 2 * (((d.vocab + 1) / 2 + sms - 1) / sms);
   const int64_t screen_union = 4 * d.hidden + 4 * (share + 1) + static_cast<int64_t>(kConsumerWarps) * kMaxTopK * 8 +
-                               4 * screen_mask_words(share);
+                               2 * 4 * screen_mask_words(share);
   plan->screen_rows = !plan->claim && d.hidden % 16 == 0 && screen_union <= static_cast<int64_t>(union_bytes(d))
                           ? static_cast<int>(share)
                           : 0;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -205,6 +206,19 @@ struct MegakernelArgs {
   double top_p = 1.0;                // (0, 1]
   double sample_scale = 0.0;         // sample_weight_scale(vocab_limit)
   double uniforms[kMegakernelMaxSteps] = {};  // step s draws with uniforms[s], in [0, 1)
+  // Sampling controls in the kernel, as `applyLogitControls` applies them before `sample` (argmax steps too). With
+  // pen_counts: a logit x of an id t whose bit is set in pen_seen (an id of the prompt, or one generated before) goes
+  // through the penalties in float64 (repetition: x > 0 ? x / r : x · r; then x − frequency · counts[t]; then
+  // − presence where counts[t] > 0), rounded to f32; the others keep x. Every step's token then adds 1 to its count
+  // and sets its bit, so the launch's later steps (and the next launch, when the host leaves them) see it. With
+  // log_min_p > −inf (sampling): candidates whose (x − max) / temperature lies below it get no weight. The screened
+  // LM head bounds the penalised logits through the same (monotone) arithmetic, so the candidates stay exact.
+  int32_t* pen_counts = nullptr;     // [vocab] counts of the generated ids, or nullptr: no penalties
+  uint32_t* pen_seen = nullptr;      // [ceil(vocab / 32)] words: prompt ids | generated ids
+  double repetition_penalty = 1.0;   // > 0
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double log_min_p = -HUGE_VAL;      // ln(min-p); −inf: off
   float eps = 1e-6f;
   uint32_t epoch = 0;                // tags step 0's flagged words; step s uses epoch + s (never 0: the host skips it)
   uint64_t timeout_ns = 0;           // bound of every wait inside the kernel

@@ -72,6 +72,52 @@ __device__ __forceinline__ void top_merge_list(TopK& t, const unsigned long long
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Sampling controls: the penalties (MegakernelArgs::pen_counts) and the counts they read
+
+/**
+ * Logit `x` of id `u` through the penalties of a launch with pen_counts, operation for operation as the logit-controls
+ * kernel applies them (kernels/logit_controls.cu, `controlled`): `seen` is u's bit in pen_seen. NaN and +inf pass
+ * unchanged. An unseen id keeps x (x − frequency · 0 is x, save a zero's sign, which is taken as the reference takes
+ * it). For fixed counts the map is non-decreasing in x, so bounds of a logit map to bounds of its penalised value.
+ */
+__device__ __forceinline__ float penalized(const MegakernelArgs& a, float x, int64_t u, bool seen) {
+  if (isnan(x) || x == INFINITY) return x;
+  if (!seen) {
+    return x != 0.f ? x
+                    : __double2float_rn(__dsub_rn(static_cast<double>(x), __dmul_rn(a.frequency_penalty, 0.0)));
+  }
+  const int32_t c = __ldcg(a.pen_counts + u);
+  double v = static_cast<double>(x);
+  if (a.repetition_penalty != 1.0) {
+    v = v > 0.0 ? __ddiv_rn(v, a.repetition_penalty) : __dmul_rn(v, a.repetition_penalty);
+  }
+  v = __dsub_rn(v, __dmul_rn(a.frequency_penalty, static_cast<double>(c)));
+  if (c > 0) v = __dsub_rn(v, a.presence_penalty);
+  return __double2float_rn(v);
+}
+
+/**
+ * The bits of ids u (bit 0) and u + 1 (bit 1) in `words` (device memory the kernel or the host writes during the
+ * launch: loaded from L2). Past `vocab` a bit is clear.
+ */
+__device__ __forceinline__ uint32_t pair_bits_l2(const uint32_t* words, int64_t u, int64_t vocab) {
+  const uint32_t w0 = __ldcg(words + (u >> 5));
+  const uint32_t w1 = ((u + 1) & 31) != 0 ? w0 : u + 1 < vocab ? __ldcg(words + ((u + 1) >> 5)) : 0u;
+  return ((w0 >> (u & 31)) & 1u) | (((w1 >> ((u + 1) & 31)) & 1u) << 1);
+}
+
+/**
+ * The step's token counted (one thread, before publish_token): its count in pen_counts gains 1 and its bit in
+ * pen_seen is set, before the token is published, so every block reads them at the next step's LM head.
+ */
+__device__ __forceinline__ void count_token(const MegakernelArgs& a, int token) {
+  if (a.pen_counts == nullptr) return;
+  atomicAdd(a.pen_counts + token, 1);
+  atomicOr(a.pen_seen + (token >> 5), 1u << (token & 31));
+  __threadfence();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // The end of a sampled step
 
 /** consumer_sync() that also returns whether `v` is true on any consumer thread. */
@@ -175,6 +221,15 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
     return false;
   }
   const double maxv = maxf;
+  if (a.log_min_p > -INFINITY) {
+    // Min-p: the candidates are in descending order, so those it keeps are a prefix (the first always).
+    const auto cut = [&](unsigned long long key, int p) {
+      const double z = __ddiv_rn(__dsub_rn(static_cast<double>(sample_key_value(static_cast<unsigned>(key >> 32))), maxv),
+                                 a.temperature);
+      return p >= kept || z < a.log_min_p;
+    };
+    kept = first_position(cut(all.e0, lane), cut(all.e1, 32 + lane), kept);
+  }
   const auto weight_of = [&](unsigned long long key, int p) {
     return p < kept ? sample_weight(sample_key_value(static_cast<unsigned>(key >> 32)), maxv, a.temperature,
                                     a.sample_scale)
@@ -199,6 +254,10 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   const int chosen = first_position(lane <= nucleus && w0 > target, 32 + lane <= nucleus && w1 > target, nucleus);
   const unsigned long long key =
       chosen < 32 ? __shfl_sync(0xffffffffu, all.e0, chosen) : __shfl_sync(0xffffffffu, all.e1, chosen - 32);
-  if (lane == 0) publish_token(a, b, static_cast<int>(0xffffffffu - static_cast<unsigned>(key)), step, pos);
+  if (lane == 0) {
+    const int token = static_cast<int>(0xffffffffu - static_cast<unsigned>(key));
+    count_token(a, token);
+    publish_token(a, b, token, step, pos);
+  }
   return true;
 }

@@ -22,7 +22,14 @@ import {
 } from '@qk/ops';
 import type { SampledToken, SamplingParams, StepControls, TokenHistory } from '../types.js';
 import { stepSeed } from './common.js';
-import { denseBias, historyArrays, maskWordsFor, noTokenAllowed, sampledToken } from './sampling.js';
+import {
+  denseBias,
+  hasPenalties,
+  historyArrays,
+  maskWordsFor,
+  noTokenAllowed,
+  sampledToken,
+} from './sampling.js';
 
 /** Device state of the controls over rows of `vocab` logits (the ids an engine may generate). */
 export class DeviceSampler {
@@ -55,7 +62,7 @@ export class DeviceSampler {
     const presencePenalty = sampling.presencePenalty ?? 0;
     const frequencyPenalty = sampling.frequencyPenalty ?? 0;
     const repetitionPenalty = sampling.repetitionPenalty ?? 1;
-    const penalties = presencePenalty !== 0 || frequencyPenalty !== 0 || repetitionPenalty !== 1;
+    const penalties = hasPenalties(sampling);
     const tensors: LogitControls = {};
     if (penalties) {
       this.#syncHistory(controls.history);

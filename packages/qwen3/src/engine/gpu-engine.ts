@@ -13,7 +13,15 @@ import {
   type Tensor,
 } from '@qk/ops';
 import type { PiecewiseEngine } from '../generation/generation.js';
-import type { Engine, EngineName, PatchSpec, SampledToken, SamplingParams, StepControls } from '../types.js';
+import type {
+  Engine,
+  EngineName,
+  PatchSpec,
+  SampledToken,
+  SamplingParams,
+  StepControls,
+  TokenHistory,
+} from '../types.js';
 import {
   checkForwardArgs,
   checkSampling,
@@ -27,7 +35,7 @@ import { DeviceSampler } from './device-sampling.js';
 import { itemOf, type LayeredStack } from './layered-stack.js';
 import { listVariants } from './modules.js';
 import { isNonFiniteLogitsError, nonFiniteError } from './nonfinite.js';
-import { hasLogitControls, maskWordsFor, noTokenAllowed, refuseControlsInNext } from './sampling.js';
+import { hasPenalties, maskWordsFor, noTokenAllowed, refuseControlsInNext } from './sampling.js';
 
 type T = Tensor<FloatDType>;
 
@@ -46,15 +54,26 @@ export interface Forwarded {
 
 /**
  * Decode steps whose tokens the kernel takes over the ids of a constraint's mask, which the host publishes while each
- * step runs: step k + 1's layers run while the host takes in step k's token and computes step k + 1's mask.
+ * step runs: step k + 1's layers run while the host takes in step k's token and computes step k + 1's mask. The
+ * kernel applies the sampling's penalties and min-p itself (where {@link takes} says so), counting its own tokens.
  */
 export interface MaskedLane {
+  /** Whether the kernel takes tokens by `sampling`, its logit controls included. */
+  takes(sampling: SamplingParams): boolean;
   /**
    * Queues up to `most` (at least 1) masked steps from `id` at `position`, greedy or drawn by `sampling` (step k with
    * the uniform of generation step `stepIndex + k`); returns the steps queued, 0 (queuing nothing) where it cannot
-   * (sampling the kernel does not draw by).
+   * (sampling the kernel does not draw by). With penalties, `history` is the generation's so far (else null): the
+   * kernel starts from its counts and adds the tokens it takes.
    */
-  queue(id: number, position: number, sampling: SamplingParams, stepIndex: number, most: number): number;
+  queue(
+    id: number,
+    position: number,
+    sampling: SamplingParams,
+    stepIndex: number,
+    most: number,
+    history: TokenHistory | null,
+  ): number;
   /**
    * Publishes the mask of queued step `index` (`⌈vocab / 32⌉` words) and waits for its token; null when other GPU
    * work cancelled the queued steps first (a step waiting for its mask holds the stream: any other call to the addon
@@ -102,18 +121,21 @@ export function createGpuEngine(
   );
   let filled = 0;
   let disposed = false;
-  /**
-   * The masked steps queued in the decoder (see {@link maskedChoice}): `steps` from `position`, `inputs[k]` the token
-   * step k was fed, drawn by `sampling` with the uniforms of generation steps `stepIndex + k`.
-   */
   /** Every id allowed: the words of a masked step whose constraint returns no mask (made once). */
   let everyId: Uint32Array | null = null;
+  /**
+   * The masked steps queued in the decoder (see {@link maskedChoice}): `steps` from `position`, `inputs[k]` the token
+   * step k was fed, drawn by `sampling` with the uniforms of generation steps `stepIndex + k`, for the generation
+   * whose history is `history` (`generated` ids in it when queued).
+   */
   let maskedRun: {
     position: number;
     steps: number;
     inputs: number[];
     sampling: SamplingParams;
     stepIndex: number;
+    history: TokenHistory | null;
+    generated: number;
   } | null = null;
 
   /** Forgets the steps queued ahead, and drops the masked ones: work queued from here supersedes them. */
@@ -375,15 +397,17 @@ export function createGpuEngine(
   }
 
   /**
-   * A controlled decode step in the kernel decoder, where the controls can only be a constraint's mask (their maker
-   * says so: `maskOnly`, and the sampling has no logit controls). The kernel takes the token over the mask's ids, with
+   * A controlled decode step in the kernel decoder, where the controls ask for no log-probabilities (their maker says
+   * so: `maskOnly`) and the kernel applies the sampling's logit controls itself (penalties and min-p, no logit bias:
+   * {@link MaskedLane.takes}). The kernel takes the token over the mask's ids (every id without a constraint), with
    * the LM head's screen where the decoder has one, and no logits row, controls or sampling kernels after it (the path
-   * of every other controlled step: see {@link Engine.choose}). Steps are queued ahead as masked steps (up to the generation's last
-   * step): a step that is the next queued one (the next position, fed the token the step before it made, drawn the
-   * same way) only makes its controls, publishes the mask and waits, while the kernel has already run its layers
-   * during the host's work on the previous token. Null where this does not apply, queuing nothing; `{ made }` where
-   * the controls turned out to ask for more than a mask: the queued steps are dropped and the caller runs the step
-   * again with those controls (its cache row is written again, with the same values).
+   * of every other controlled step: see {@link Engine.choose}). Steps are queued ahead as masked steps (up to the
+   * generation's last step): a step that is the next queued one (the next position, fed the token the step before it
+   * made, drawn the same way, and with penalties the same generation's history grown by those tokens) only makes its
+   * controls, publishes the mask and waits, while the kernel has already run its layers during the host's work on the
+   * previous token. Null where this does not apply, queuing nothing; `{ made }` where the controls turned out to ask
+   * for log-probabilities: the queued steps are dropped and the caller runs the step again with those controls (its
+   * cache row is written again, with the same values).
    */
   function maskedChoice(
     ids: readonly number[],
@@ -399,16 +423,41 @@ export function createGpuEngine(
       !decoder!.covers(start) ||
       typeof controls !== 'function' ||
       controls.maskOnly !== true ||
-      hasLogitControls(sampling)
+      !lane.takes(sampling)
     ) {
       return null;
     }
     checkForwardArgs(op, config, maxContext, filled, ids, start);
+    // Penalties read the generation's history, which the controls carry: made before the steps are queued (a
+    // constraint's mask is then computed before this step's layers run, not during them).
+    const penalties = hasPenalties(sampling);
+    let made: StepControls | null = null;
+    const make = () => {
+      try {
+        made ??= resolveStepControls(op, controls);
+      } catch (e) {
+        supersede();
+        throw e;
+      }
+      return made;
+    };
     /** Queues masked steps from this one (up to the generation's last step); null where the lane cannot. */
     const queueFromHere = () => {
       const most = Math.max(1, stepsLeft(sampling.lastStep, stepIndex));
-      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, most);
-      maskedRun = steps === 0 ? null : { position: start, steps, inputs: [ids[0]!], sampling, stepIndex };
+      const history = penalties ? make().history : null;
+      const steps = lane.queue(ids[0]!, start, sampling, stepIndex, most, history);
+      maskedRun =
+        steps === 0
+          ? null
+          : {
+              position: start,
+              steps,
+              inputs: [ids[0]!],
+              sampling,
+              stepIndex,
+              history,
+              generated: history?.generated.length ?? 0,
+            };
       return maskedRun;
     };
     let run = maskedRun;
@@ -419,20 +468,16 @@ export function createGpuEngine(
       k >= run.steps ||
       run.inputs[k] !== ids[0] ||
       run.stepIndex + k !== stepIndex ||
-      !sameSampling(run.sampling, sampling)
+      !sameSampling(run.sampling, sampling) ||
+      !sameControls(run.sampling, sampling) ||
+      (penalties && !followsRun(run, make().history, k))
     ) {
       supersede();
       run = queueFromHere();
       if (run === null) return null;
     }
     filled = start + 1;
-    let made: StepControls;
-    try {
-      made = resolveStepControls(op, controls);
-    } catch (e) {
-      supersede();
-      throw e;
-    }
+    made = make();
     if (made.topLogprobs !== null) {
       supersede();
       return { made };
@@ -508,6 +553,33 @@ export function createGpuEngine(
       if (r.owned) r.logits.dispose();
     }
   }
+}
+
+/** Whether `a` and `b` ask for the same logit controls (penalties, min-p; a logit bias by its map). */
+function sameControls(a: SamplingParams, b: SamplingParams): boolean {
+  return (
+    (a.repetitionPenalty ?? 1) === (b.repetitionPenalty ?? 1) &&
+    (a.presencePenalty ?? 0) === (b.presencePenalty ?? 0) &&
+    (a.frequencyPenalty ?? 0) === (b.frequencyPenalty ?? 0) &&
+    (a.minP ?? 0) === (b.minP ?? 0) &&
+    a.logitBias === b.logitBias
+  );
+}
+
+/**
+ * Whether `history` is the one the queued run's kernel counts follow at its step `k`: the same generation, grown by
+ * the k tokens the run took since it was queued (they are its inputs 1…k).
+ */
+function followsRun(
+  run: { history: TokenHistory | null; generated: number; inputs: readonly number[] },
+  history: TokenHistory,
+  k: number,
+): boolean {
+  if (history !== run.history || history.generated.length !== run.generated + k) return false;
+  for (let j = 1; j <= k; j++) {
+    if (history.generated[run.generated + j - 1] !== run.inputs[j]) return false;
+  }
+  return true;
 }
 
 /** Every id allowed: a constraint's step whose mask is null. */

@@ -73,12 +73,13 @@ export function pickToken(logits: Float32Array, sampling: SamplingParams, step: 
 
 /** Whether `s` sets a control that only `Engine.choose` applies (a penalty, min-p or a logit bias). */
 export function hasLogitControls(s: SamplingParams): boolean {
+  return hasPenalties(s) || (s.minP ?? 0) !== 0 || (s.logitBias?.size ?? 0) > 0;
+}
+
+/** Whether `s` sets a penalty (presence, frequency or repetition), which reads the generation's history. */
+export function hasPenalties(s: SamplingParams): boolean {
   return (
-    (s.presencePenalty ?? 0) !== 0 ||
-    (s.frequencyPenalty ?? 0) !== 0 ||
-    (s.repetitionPenalty ?? 1) !== 1 ||
-    (s.minP ?? 0) !== 0 ||
-    (s.logitBias?.size ?? 0) > 0
+    (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0 || (s.repetitionPenalty ?? 1) !== 1
   );
 }
 

@@ -369,11 +369,9 @@ async function nextToken(
 function stepControls(job: GenerationJob, history: TokenHistory, step: number): StepControlsMaker | null {
   if (!needsControls(job)) return null;
   const make = () => makeStepControls(job, history, step);
-  // Only a constraint's mask: an engine may take the token in a kernel that reads the mask as it comes.
-  const maskOnly =
-    job.constraint !== undefined &&
-    !hasLogitControls(job.sampling) &&
-    (job.topLogprobs === undefined || job.topLogprobs === null);
+  // No log-probabilities: an engine may take the token in a kernel that reads the mask as it comes (and applies the
+  // sampling's logit controls itself, where it can).
+  const maskOnly = job.topLogprobs === undefined || job.topLogprobs === null;
   return Object.assign(make, { maskOnly });
 }
 

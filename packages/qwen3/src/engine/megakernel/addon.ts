@@ -71,9 +71,10 @@ export function bindingMismatch(binding: Binding): string | undefined {
   }
   if (
     typeof (binding as Partial<Binding>).megakernelMask !== 'function' ||
-    typeof (binding as Partial<Binding>).megakernelCancel !== 'function'
+    typeof (binding as Partial<Binding>).megakernelCancel !== 'function' ||
+    typeof (binding as Partial<Binding>).megakernelHistory !== 'function'
   ) {
-    return `the addon has no megakernelMask (it was built from older sources): ${REBUILD}`;
+    return `the addon has no megakernelMask or megakernelHistory (it was built from older sources): ${REBUILD}`;
   }
   return tuningMismatch(binding);
 }

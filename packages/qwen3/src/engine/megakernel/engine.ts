@@ -11,14 +11,15 @@
  */
 import { QkValueError, Rng } from '@qk/ops';
 import type { PiecewiseEngine } from '../../generation/generation.js';
-import type { Engine, Qwen3Config, Qwen3Weights, SamplingParams } from '../../types.js';
+import type { Engine, Qwen3Config, Qwen3Weights, SamplingParams, TokenHistory } from '../../types.js';
 import { stepSeed } from '../common.js';
 import type { DecodeLane } from '../decode-queue.js';
 import { createGpuEngine, type KernelDecoder } from '../gpu-engine.js';
 import { checkLayeredOptions, type LayeredEngineOptions } from '../layered-options.js';
 import { createLayeredStack, type LayeredStack } from '../layered-stack.js';
 import { floatWeight, MEGAKERNEL_FLOAT_ONLY } from '../projections.js';
-import { type MegakernelSampling, Qwen3Megakernel } from './kernel.js';
+import { hasPenalties, historyArrays } from '../sampling.js';
+import { type MegakernelControls, type MegakernelSampling, Qwen3Megakernel } from './kernel.js';
 import type { MegakernelEngineOptions } from './options.js';
 import { checkMegakernelTuning } from './tuning.js';
 
@@ -74,6 +75,29 @@ function kernelDraw(sampling: SamplingParams, step: number, steps: number): Mega
     new Rng(stepSeed(seed, step + k)).nextFloat(),
   );
   return { temperature, topK, topP, uniforms };
+}
+
+/** The logit controls `sampling` asks of the kernel, or undefined when it asks for none. */
+function kernelControls(sampling: SamplingParams): MegakernelControls | undefined {
+  if (!hasPenalties(sampling) && (sampling.minP ?? 0) === 0) return undefined;
+  return {
+    repetitionPenalty: sampling.repetitionPenalty ?? 1,
+    presencePenalty: sampling.presencePenalty ?? 0,
+    frequencyPenalty: sampling.frequencyPenalty ?? 0,
+    minP: sampling.minP ?? 0,
+  };
+}
+
+/**
+ * The state a penalised launch starts from for `history` over `vocab` ids: the counts of the generated ids, and the
+ * ids seen (the prompt's and the generated ones) as bit words.
+ */
+function kernelHistory(history: TokenHistory, vocab: number): { counts: Int32Array; seen: Uint32Array } {
+  const host = historyArrays(history, vocab);
+  const seen = new Uint32Array(host.promptTokens.length);
+  seen.set(host.promptTokens);
+  for (const t of history.generated) if (t >= 0 && t < vocab) seen[t >>> 5]! |= 1 << (t & 31);
+  return { counts: host.counts, seen };
 }
 
 /**
@@ -195,14 +219,22 @@ export function createMegakernelEngine(
     },
     draws: sampledInKernel,
     masked: {
-      queue(id, position, sampling, stepIndex, most) {
-        // The kernel draws with a top-k of at most 64. As many steps as one launch runs: the ones the generation does
-        // not ask for are cancelled at their mask wait.
-        if (sampling.temperature > 0 && !sampledInKernel(sampling)) return 0;
+      takes: (sampling) =>
+        (sampling.temperature === 0 || sampledInKernel(sampling)) && (sampling.logitBias?.size ?? 0) === 0,
+      queue(id, position, sampling, stepIndex, most, history) {
+        // The kernel draws with a top-k of at most 64, and applies penalties and min-p, not a logit bias. As many steps
+        // as one launch runs: the ones the generation does not ask for are cancelled at their mask wait.
+        if (!decoder.masked!.takes(sampling)) return 0;
         const steps = Math.min(mk.maxSteps, maxContext - position, megakernelUntil - position, most);
         if (steps < 1) return 0;
+        const controls = kernelControls(sampling);
+        if (hasPenalties(sampling)) {
+          if (history === null) return 0;
+          const { counts, seen } = kernelHistory(history, config.vocabSize);
+          mk.history(counts, seen);
+        }
         const draw = sampling.temperature === 0 ? undefined : kernelDraw(sampling, stepIndex, steps);
-        mk.launch(id, position, steps, draw, { masked: true });
+        mk.launch(id, position, steps, draw, { masked: true, controls });
         return steps;
       },
       token: (index, words) => (mk.mask(index, words) ? mk.token(index) : null),

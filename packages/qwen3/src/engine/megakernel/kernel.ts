@@ -144,6 +144,44 @@ export interface MegakernelSampling {
   readonly uniforms: Float64Array;
 }
 
+/**
+ * The sampling controls a launch applies in the kernel, as `applyLogitControls` applies them before `sample`
+ * (argmax steps included): the penalties over the counts and ids seen that {@link Qwen3Megakernel.history}
+ * uploaded (each step then adds its own token), and min-p for sampled launches.
+ */
+export interface MegakernelControls {
+  /** > 0; 1 is off. */
+  readonly repetitionPenalty: number;
+  /** Finite; 0 is off. */
+  readonly presencePenalty: number;
+  /** Finite; 0 is off. */
+  readonly frequencyPenalty: number;
+  /** In [0, 1]; 0 is off. */
+  readonly minP: number;
+}
+
+/** Whether `c` asks for penalties (which read the uploaded history). */
+function asksPenalties(c: MegakernelControls): boolean {
+  return c.repetitionPenalty !== 1 || c.presencePenalty !== 0 || c.frequencyPenalty !== 0;
+}
+
+/** Checks a launch's controls, naming the field at fault; returns the binding's `[r, p, f, ln min-p]`. */
+function controlsArray(op: string, c: MegakernelControls): Float64Array {
+  const finite = (name: keyof MegakernelControls, ok: (x: number) => boolean, range: string) => {
+    const v = c[name];
+    if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) {
+      throw new QkValueError(op, `controls.${name}`, `must be ${range}, got ${String(v)}.`);
+    }
+    return v;
+  };
+  const r = finite('repetitionPenalty', (x) => x > 0, 'a finite number > 0 (1 is off)');
+  const p = finite('presencePenalty', () => true, 'a finite number (0 is off)');
+  const f = finite('frequencyPenalty', () => true, 'a finite number (0 is off)');
+  const minP = finite('minP', (x) => x >= 0 && x <= 1, 'a number in [0, 1] (0 is off)');
+  // (ln min-p as applyLogitControls takes it.)
+  return Float64Array.of(r, p, f, minP > 0 ? Math.log(minP) : -Infinity);
+}
+
 /** What each of the binding's {@link MegakernelErrorCode}s means. */
 const ERRORS: Readonly<Record<Exclude<keyof typeof MegakernelErrorCode, 'none'>, string>> = {
   timeout:
@@ -236,6 +274,8 @@ export class Qwen3Megakernel {
    * (null before the first, or after a failure).
    */
   #launched: { position: number; steps: number; masked: boolean; published: number } | null = null;
+  /** Whether {@link history} has uploaded a state for penalised launches. */
+  #historyUploaded = false;
   readonly #trace: Tensor<'u8'> | null;
   readonly #traceStats: MegakernelTraceStats | null;
 
@@ -420,13 +460,21 @@ export class Qwen3Megakernel {
    * runs ({@link mask}): the step's layers run first, and its LM head waits for the mask (within the instance's
    * timeout, 2 s by default, after which the launch fails). Publish every step's mask before asking for its token.
    * (The logits, where written, are every row's, allowed or not.)
+   *
+   * With `options.controls`, each step's logits go through the penalties (reading the counts and ids seen of the
+   * last {@link history}, which the launch's steps add their tokens to) and, when sampled, min-p, before its token
+   * is taken. The logits, where written, are the raw ones.
    */
   launch(
     token: number,
     position: number,
     steps: number,
     sampling?: MegakernelSampling,
-    options?: { readonly logits?: boolean; readonly masked?: boolean },
+    options?: {
+      readonly logits?: boolean;
+      readonly masked?: boolean;
+      readonly controls?: MegakernelControls;
+    },
   ): void {
     const op = 'Qwen3Megakernel.launch';
     const h = this.#live('launch');
@@ -457,6 +505,14 @@ export class Qwen3Megakernel {
       );
     }
     if (sampling !== undefined) checkSampling(op, sampling, steps);
+    const controls = options?.controls === undefined ? undefined : controlsArray(op, options.controls);
+    if (controls !== undefined && asksPenalties(options!.controls!) && !this.#historyUploaded) {
+      throw new QkValueError(
+        op,
+        'options.controls',
+        'asks for penalties, but no history was uploaded: call history() first.',
+      );
+    }
     const e = this.#expected;
     if (e === null || e.token !== token || e.position !== position) {
       this.#state.copyFrom(Tensor.fromStorage(Int32Array.of(token, position), [2], 'i32'));
@@ -475,6 +531,7 @@ export class Qwen3Megakernel {
             position,
             options?.logits !== true,
             masked,
+            controls,
           )
         : megakernelBinding(op).megakernelLaunch(
             h,
@@ -486,9 +543,31 @@ export class Qwen3Megakernel {
             position,
             options?.logits !== true,
             masked,
+            controls,
           ),
     );
     this.#launched = { position, steps, masked, published: masked ? 0 : steps };
+  }
+
+  /**
+   * Uploads the state that launches with penalties start from ({@link launch}'s `options.controls`): `counts`
+   * (vocab counts of the generated ids) and `seen` (ceil(vocab / 32) words, bit `t & 31` of word `t >>> 5` set for an
+   * id of the prompt or a generated one). Queued after the launches before it (which may still add their tokens to
+   * the old state) and before the next. The arrays may be reused once it returns.
+   */
+  history(counts: Int32Array, seen: Uint32Array): void {
+    const op = 'Qwen3Megakernel.history';
+    const h = this.#live('history');
+    if (!(counts instanceof Int32Array) || counts.length !== this.#vocab) {
+      throw new QkValueError(op, 'counts', `must be an Int32Array of vocab = ${this.#vocab} counts.`);
+    }
+    const words = Math.ceil(this.#vocab / 32);
+    if (!(seen instanceof Uint32Array) || seen.length !== words) {
+      throw new QkValueError(op, 'seen', `must be a Uint32Array of ceil(vocab / 32) = ${words} words.`);
+    }
+    this.cancel(); // (a masked launch waiting for its mask would be cancelled by the upload anyway: see mask())
+    nativeCall(op, () => megakernelBinding(op).megakernelHistory(h, counts, seen));
+    this.#historyUploaded = true;
   }
 
   /**
