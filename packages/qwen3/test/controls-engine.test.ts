@@ -422,8 +422,10 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
 });
 
 describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute capability ≥ 9.0)', () => {
-  // Greedy with every penalty; drawn with penalties and min-p, under a constraint's mask; and a wide top-k with a
-  // negative frequency penalty and a repetition penalty below 1 (both raise the logits of the ids seen).
+  // Greedy with every penalty (a negative presence penalty: the random model's greedy text seldom repeats an id, so
+  // penalties that only lower the ids seen would rarely change its argmax); drawn with penalties and min-p, under a
+  // constraint's mask; and a wide top-k with a negative frequency penalty and a repetition penalty below 1 (both raise
+  // the logits of the ids seen).
   const DRAWS: [string, SamplingParams, boolean][] = [
     [
       'greedy, every penalty',
@@ -432,7 +434,7 @@ describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute c
         topK: 0,
         topP: 1,
         seed: 1,
-        presencePenalty: 1.5,
+        presencePenalty: -2,
         frequencyPenalty: 0.7,
         repetitionPenalty: 1.4,
       },

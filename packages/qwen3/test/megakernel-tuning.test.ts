@@ -133,7 +133,7 @@ describe('the addon contract for the tuning fields', () => {
   });
 
   it('refuses an addon built before penalties in the kernel, with the rebuild command', () => {
-    expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS), undefined, undefined))).toMatch(
+    expect(bindingMismatch(addon(structuredClone(MEGAKERNEL_TUNING_FIELDS), () => {}, null))).toMatch(
       /megakernelHistory .*pnpm --filter @qk\/cuda-core build:native/,
     );
   });

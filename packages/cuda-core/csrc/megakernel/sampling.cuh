@@ -75,25 +75,27 @@ __device__ __forceinline__ void top_merge_list(TopK& t, const unsigned long long
 // Sampling controls: the penalties (MegakernelArgs::pen_counts) and the counts they read
 
 /**
- * Logit `x` of id `u` through the penalties of a launch with pen_counts, operation for operation as the logit-controls
- * kernel applies them (kernels/logit_controls.cu, `controlled`): `seen` is u's bit in pen_seen. NaN and +inf pass
- * unchanged. An unseen id keeps x (x − frequency · 0 is x, save a zero's sign, which is taken as the reference takes
- * it). For fixed counts the map is non-decreasing in x, so bounds of a logit map to bounds of its penalised value.
+ * A logit `x` of an id seen (its bit set in pen_seen) through the penalties, with `c` its count, operation for
+ * operation as the logit-controls kernel applies them (kernels/logit_controls.cu, `controlled`). Not inlined: the
+ * float64 arithmetic is off the LM head's hot path, which runs it for the few ids seen only.
+ */
+__device__ __noinline__ float penalized_seen(float x, int32_t c, double repetition, double presence, double frequency) {
+  if (isnan(x) || x == INFINITY) return x;
+  double v = static_cast<double>(x);
+  if (repetition != 1.0) v = v > 0.0 ? __ddiv_rn(v, repetition) : __dmul_rn(v, repetition);
+  v = __dsub_rn(v, __dmul_rn(frequency, static_cast<double>(c)));
+  if (c > 0) v = __dsub_rn(v, presence);
+  return __double2float_rn(v);
+}
+
+/**
+ * Logit `x` of id `u` as a launch with pen_counts draws from it (`seen`: u's bit in pen_seen). An unseen id keeps x,
+ * save a zero, which the reference's x − frequency · 0 leaves +0 when the frequency penalty's sign is negative. For
+ * fixed counts the map is non-decreasing in x, so bounds of a logit map to bounds of its penalised value.
  */
 __device__ __forceinline__ float penalized(const MegakernelArgs& a, float x, int64_t u, bool seen) {
-  if (isnan(x) || x == INFINITY) return x;
-  if (!seen) {
-    return x != 0.f ? x
-                    : __double2float_rn(__dsub_rn(static_cast<double>(x), __dmul_rn(a.frequency_penalty, 0.0)));
-  }
-  const int32_t c = __ldcg(a.pen_counts + u);
-  double v = static_cast<double>(x);
-  if (a.repetition_penalty != 1.0) {
-    v = v > 0.0 ? __ddiv_rn(v, a.repetition_penalty) : __dmul_rn(v, a.repetition_penalty);
-  }
-  v = __dsub_rn(v, __dmul_rn(a.frequency_penalty, static_cast<double>(c)));
-  if (c > 0) v = __dsub_rn(v, a.presence_penalty);
-  return __double2float_rn(v);
+  if (!seen) return x == 0.f && signbit(a.frequency_penalty) ? 0.f : x;
+  return penalized_seen(x, __ldcg(a.pen_counts + u), a.repetition_penalty, a.presence_penalty, a.frequency_penalty);
 }
 
 /**
