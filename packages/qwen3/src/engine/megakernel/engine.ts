@@ -4,10 +4,11 @@
  * with the layered kernels (layered-stack.ts). Greedy steps, and sampled ones with a top-k of at most 64, run several
  * per launch (`megakernelSteps`) and queue ahead of the caller (decode-queue.ts): each step's token feeds the next on
  * the device and reaches the host as soon as it is made. A sampled step draws in the kernel with the uniform of its
- * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. A step whose only control
- * is a constraint's mask runs masked (`masked`): queued ahead like the others, each waiting at its LM head for the
- * mask the host computes while its layers run. Other steps (a larger or no top-k, the other sampling controls,
- * log-probabilities, `logits()`) run one per launch, writing their full logits row.
+ * step's seed, by `sample`'s rule, so it gives the token `sample` would give on its logits. A step whose controls are
+ * a constraint's mask, penalties or min-p runs masked (`masked`): queued ahead like the others, each waiting at its LM
+ * head for the mask the host computes while its layers run (every id allowed without a constraint), the penalties
+ * applied in the kernel from the history uploaded when the steps were queued. Other steps (a larger or no top-k, a
+ * logit bias, log-probabilities, `logits()`) run one per launch, writing their full logits row.
  */
 import { QkValueError, Rng } from '@qk/ops';
 import type { PiecewiseEngine } from '../../generation/generation.js';
