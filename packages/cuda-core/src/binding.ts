@@ -553,6 +553,7 @@ export interface Binding {
    * Log-probabilities of `ids` (i32 `[rows]`) under softmax of `logits` `[rows, vocab]` → f32 `logprobs` `[rows]`,
    * and the `topN` (0–20) most likely tokens → i32 `topIds` and f32 `topLogprobs` `[rows, topN]` (both `0n` when
    * `topN` is 0). A row it cannot report (NaN, +∞, all −∞, id outside the vocabulary) gets NaN and ids −1.
+   * `scratch`: u8 of {@link Binding.tokenLogprobsScratchBytes}; `rows` at most 65,535.
    */
   tokenLogprobs(
     dtype: FloatDTypeCode,
@@ -564,7 +565,10 @@ export interface Binding {
     rows: number,
     vocab: number,
     topN: number,
+    scratch: DevicePtr,
   ): void;
+  /** Bytes of {@link Binding.tokenLogprobs}' scratch for `rows` rows of `vocab` logits. */
+  tokenLogprobsScratchBytes(rows: number, vocab: number): number;
 
   // Qwen3 decode megakernel (csrc/megakernel/qwen3_decode.cu)
   /**

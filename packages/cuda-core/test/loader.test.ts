@@ -118,6 +118,8 @@ describe('binding argument checks (no CUDA call is made)', () => {
       'applyLogitControls',
       'addTokenCounts',
       'tokenLogprobs',
+      'tokenLogprobsScratchBytes',
+      'megakernelHistory',
     ] as const;
     for (const f of fns) expect(typeof b[f], f).toBe('function');
     expect(b.abiVersion).toBe(1);

@@ -131,14 +131,24 @@ Napi::Value AddTokenCounts(const Napi::CallbackInfo& info) {
   });
 }
 
-// tokenLogprobs(dtype, logprobs, topIds, topLogprobs, logits, ids, rows, vocab, topN)
-// topIds / topLogprobs may be 0n when topN is 0.
+// tokenLogprobsScratchBytes(rows, vocab): the bytes of tokenLogprobs' scratch.
+Napi::Value TokenLogprobsScratchBytes(const Napi::CallbackInfo& info) {
+  return guard(info, "tokenLogprobsScratchBytes", [](const Args& a) -> Napi::Value {
+    a.expect_count(2);
+    const int64_t rows = a.int64(0, "rows", 0, 65535);
+    const int64_t vocab = a.int64(1, "vocab", 1, INT32_MAX);
+    return Napi::Number::New(a.env(), static_cast<double>(token_logprobs_scratch_bytes(rows, vocab)));
+  });
+}
+
+// tokenLogprobs(dtype, logprobs, topIds, topLogprobs, logits, ids, rows, vocab, topN, scratch)
+// topIds / topLogprobs may be 0n when topN is 0; scratch: u8 of tokenLogprobsScratchBytes(rows, vocab).
 Napi::Value TokenLogprobs(const Napi::CallbackInfo& info) {
   return guard(info, "tokenLogprobs", [](const Args& a) -> Napi::Value {
-    a.expect_count(9);
+    a.expect_count(10);
     TokenLogprobsArgs r{};
     r.dtype = a.float_dtype(0, "dtype");
-    r.rows = a.int64(6, "rows", 0, INT32_MAX);
+    r.rows = a.int64(6, "rows", 0, 65535);
     r.vocab = a.int64(7, "vocab", 1, INT32_MAX);
     r.top_n = static_cast<int>(a.int64(8, "topN", 0, kMaxTopLogprobs));
     if (r.top_n > r.vocab) a.fail("topN", "must not exceed the vocabulary");
@@ -148,6 +158,7 @@ Napi::Value TokenLogprobs(const Napi::CallbackInfo& info) {
     r.top_logprobs = static_cast<float*>(a.tensor(3, "topLogprobs", DType::F32, r.rows * r.top_n, none));
     r.logits = a.tensor(4, "logits", r.dtype, r.rows * r.vocab);
     r.ids = static_cast<const int32_t*>(a.tensor(5, "ids", DType::I32, r.rows));
+    r.scratch = a.tensor(9, "scratch", DType::U8, static_cast<int64_t>(token_logprobs_scratch_bytes(r.rows, r.vocab)));
     launched("tokenLogprobs", launch_token_logprobs(r, stream()));
     return a.env().Undefined();
   });
@@ -162,6 +173,7 @@ void register_sampling_ops(Napi::Env env, Napi::Object& exports) {
   define(env, exports, "applyLogitControls", ApplyLogitControls);
   define(env, exports, "addTokenCounts", AddTokenCounts);
   define(env, exports, "tokenLogprobs", TokenLogprobs);
+  define(env, exports, "tokenLogprobsScratchBytes", TokenLogprobsScratchBytes);
 }
 
 }  // namespace qk::binding

@@ -64,7 +64,11 @@ struct TokenLogprobsArgs {
   int64_t rows;
   int64_t vocab;
   int top_n;  // 0 … kMaxTopLogprobs
+  void* scratch;  // token_logprobs_scratch_bytes(rows, vocab), 8-byte aligned
 };
+
+/** Bytes of TokenLogprobsArgs::scratch for `rows` rows of `vocab` logits. */
+size_t token_logprobs_scratch_bytes(int64_t rows, int64_t vocab);
 
 cudaError_t launch_token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream);
 

@@ -74,19 +74,28 @@ export function cudaTokenLogprobs(logits: Tensor<FloatDType>, ids: Tensor, topN:
   const topLogprobs = Tensor.empty([rows, topN], 'f32', 'cuda');
   try {
     if (rows > 0) {
-      launch(op, (b) =>
-        b.tokenLogprobs(
-          dtypeCode(logits.dtype),
-          ptr(logprobs),
-          topN === 0 ? 0n : ptr(topIds),
-          topN === 0 ? 0n : ptr(topLogprobs),
-          ptr(logits),
-          ptr(ids),
-          rows,
-          vocab,
-          topN,
-        ),
-      );
+      // The chunks' partial records (released once the launch is queued: the caching allocator hands the block only
+      // to later work on the same stream).
+      const bytes = launch(op, (b) => b.tokenLogprobsScratchBytes(rows, vocab));
+      const scratch = Tensor.empty([bytes], 'u8', 'cuda');
+      try {
+        launch(op, (b) =>
+          b.tokenLogprobs(
+            dtypeCode(logits.dtype),
+            ptr(logprobs),
+            topN === 0 ? 0n : ptr(topIds),
+            topN === 0 ? 0n : ptr(topLogprobs),
+            ptr(logits),
+            ptr(ids),
+            rows,
+            vocab,
+            topN,
+            ptr(scratch),
+          ),
+        );
+      } finally {
+        scratch.dispose();
+      }
     }
     const values = logprobs.toArray();
     const bad = values.findIndex((v) => Number.isNaN(v));
