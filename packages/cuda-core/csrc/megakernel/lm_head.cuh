@@ -300,17 +300,7 @@ __device__ __forceinline__ bool consume_screen(const MegakernelArgs& a, const Bl
     for (int e = threadIdx.x; e < kConsumerWarps * k; e += kConsumers) {
       const unsigned long long key = lists[(e / k) * kMaxTopK + e % k];
       if (key == 0ull) continue;  // an empty place
-      int above = 0;
-      for (int w = 0; w < kConsumerWarps; w++) {
-        int lo = 0, hi = k;
-        while (lo < hi) {
-          const int mid = (lo + hi) >> 1;
-          if (lists[w * kMaxTopK + mid] > key) lo = mid + 1;
-          else hi = mid;
-        }
-        above += lo;
-      }
-      if (above == k - 1) red[3 * kConsumerWarps] = sample_key_value(static_cast<unsigned>(key >> 32));
+      if (keys_above(lists, key, k) == k - 1) red[3 * kConsumerWarps] = sample_key_value(static_cast<unsigned>(key >> 32));
     }
     consumer_sync();  // T
     const float t = red[3 * kConsumerWarps];

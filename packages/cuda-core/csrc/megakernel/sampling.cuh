@@ -66,9 +66,41 @@ __device__ __forceinline__ void top_merge_sorted(TopK& t, int k, KeyAt key_at) {
   }
 }
 
-/** top_merge_sorted over a list in shared memory. */
-__device__ __forceinline__ void top_merge_list(TopK& t, const unsigned long long* list, int k) {
-  top_merge_sorted(t, k, [list](int p) { return list[p]; });
+/**
+ * Keys above `key` among the first `k` places of the consumer warps' lists in shared memory (warp w's at
+ * lists + w · kMaxTopK, each sorted best first): a binary search per list. Keys never tie, so over the lists' keys
+ * this is each key's place in their merged order.
+ */
+__device__ __forceinline__ int keys_above(const unsigned long long* lists, unsigned long long key, int k) {
+  int above = 0;
+  for (int w = 0; w < kConsumerWarps; w++) {
+    int lo = 0, hi = k;
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (lists[w * kMaxTopK + mid] > key) lo = mid + 1;
+      else hi = mid;
+    }
+    above += lo;
+  }
+  return above;
+}
+
+/**
+ * The k best keys of the consumer warps' lists in shared memory (see keys_above; 0 marks an empty place), best first,
+ * into `out` (kMaxTopK places in shared memory, empty past the last key): every key lands at its place in the merged
+ * order, all at once, where one warp inserting the lists' keys one by one took a few µs per list. Every consumer
+ * thread; the lists must be complete (after a barrier); ends with a barrier.
+ */
+__device__ __forceinline__ void merge_warp_lists(const unsigned long long* lists, unsigned long long* out, int k) {
+  for (int i = threadIdx.x; i < kMaxTopK; i += kConsumers) out[i] = 0ull;
+  consumer_sync();  // (the places are empty before any key lands)
+  for (int e = threadIdx.x; e < kConsumerWarps * k; e += kConsumers) {
+    const unsigned long long key = lists[(e / k) * kMaxTopK + e % k];
+    if (key == 0ull) continue;  // an empty place
+    const int at = keys_above(lists, key, k);
+    if (at < k) out[at] = key;
+  }
+  consumer_sync();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -141,14 +173,14 @@ __device__ __forceinline__ int first_position(bool p0, bool p1, int none) {
 
 /** Lists of other blocks a warp of the last block loads together (their L2 round trips overlap). */
 constexpr int kListBatch = 10;
-static_assert(kConsumerWarps * kMaxTopK * 8 <= kAttnScratchFloats * 4, "the warps' lists fit the scratch");
+static_assert((kConsumerWarps + 1) * kMaxTopK * 8 <= kAttnScratchFloats * 4, "the warps' lists and a merged one fit");
 
 /**
  * One step's sample (a.top_k = k > 0), by `sample`'s rule (MegakernelArgs), over the ids below vocab_limit:
- *   1. Each warp has kept its k best logits of the LM head (top_consider); warp 0 merges the block's warps' lists
- *      and publishes the block's k best, then the block arrives.
+ *   1. Each warp has kept its k best logits of the LM head (top_consider); the block merges its warps' lists
+ *      (merge_warp_lists) and publishes its k best, then arrives.
  *   2. The last block to arrive merges every block's list into the step's k best (the global top-k: each of them is
- *      among its own block's k best), warp w taking blocks w, w + 7, …, then warp 0 the warps' lists.
+ *      among its own block's k best), warp w taking blocks w, w + 7, …, then the warps' lists merged as in 1.
  *   3. Warp 0 draws: integer weights and their prefix sums across the lanes, the nucleus and the drawn position by
  *      ballots, the same comparisons in float64 as the sampling kernels make.
  * This thread's verdict (false: a NaN or +inf logit, or all −inf; the launch aborts); combined by block_ok.
@@ -160,17 +192,19 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
   uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   unsigned long long* cand = reinterpret_cast<unsigned long long*>(ws + lay.cand);
   unsigned* cand_bad = reinterpret_cast<unsigned*>(ws + lay.cand_bad);
-  // The warps' lists, in the attention scratch (the LM head's input there is read by no one past the first sync).
+  // The warps' lists, then their merge, in the attention scratch (the LM head's input there is read by no one past the
+  // first sync).
   unsigned long long* lists = reinterpret_cast<unsigned long long*>(b.scratch);
+  unsigned long long* merged = lists + kConsumerWarps * kMaxTopK;
   const bool block_bad = consumer_sync_or(top.bad != 0);
   lists[warp * kMaxTopK + lane] = top.e0;
   lists[warp * kMaxTopK + 32 + lane] = top.e1;
   consumer_sync();
+  merge_warp_lists(lists, merged, k);
   if (warp == 0) {
-    for (int w = 1; w < kConsumerWarps; w++) top_merge_list(top, lists + w * kMaxTopK, k);
     unsigned long long* mine = cand + static_cast<size_t>(blockIdx.x) * kMaxTopK;
-    mine[lane] = top.e0;
-    mine[32 + lane] = top.e1;
+    mine[lane] = merged[lane];
+    mine[32 + lane] = merged[32 + lane];
     if (lane == 0) cand_bad[blockIdx.x] = block_bad ? 1u : 0u;
     __threadfence();
     __syncwarp();
@@ -202,12 +236,14 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
       });
     }
   }
-  consumer_sync();  // warp 0 has read the block's lists above
+  consumer_sync();  // warp 0 has read the block's merged list above
   lists[warp * kMaxTopK + lane] = all.e0;
   lists[warp * kMaxTopK + 32 + lane] = all.e1;
   bad = consumer_sync_or(bad);
+  merge_warp_lists(lists, merged, k);
   if (warp != 0) return true;
-  for (int w = 1; w < kConsumerWarps; w++) top_merge_list(all, lists + w * kMaxTopK, k);
+  all.e0 = merged[lane];
+  all.e1 = merged[32 + lane];
 
   int kept = static_cast<int>(min(static_cast<int64_t>(k), a.vocab_limit));
   // With a mask, fewer ids than k may be allowed: the draw keeps the candidates there are (the places past them are
