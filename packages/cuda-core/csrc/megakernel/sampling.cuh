@@ -173,109 +173,14 @@ __device__ __forceinline__ int first_position(bool p0, bool p1, int none) {
 
 /** Lists of other blocks a warp of the last block loads together (their L2 round trips overlap). */
 constexpr int kListBatch = 10;
-/** Keys the last block gathers at most to place them by rank (gather_step_keys); more take the warps' merges. */
-constexpr int kGatherCap = 256;
-static_assert(((kConsumerWarps + 1) * kMaxTopK + kGatherCap + 2 * kConsumerWarps) * 8 <= kAttnScratchFloats * 4,
-              "the warps' lists, a merged one and the gathered keys fit the scratch");
-
-/**
- * Runs `f(j, e0, e1)` for the blocks' lists of warp `warp` (blocks warp, warp + 7, …, the j-th of them), each held
- * across the lanes (place p in lane p of e0, or lane p − 32 of e1; 0 past the list's k), loaded kListBatch at a time
- * so that their L2 round trips overlap.
- */
-template <typename F>
-__device__ __forceinline__ void for_warp_lists(const unsigned long long* cand, int k, F f) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int j = 0;
-  for (unsigned q0 = warp; q0 < gridDim.x; q0 += kConsumerWarps * kListBatch) {
-    unsigned long long r0[kListBatch], r1[kListBatch];
-#pragma unroll
-    for (int b = 0; b < kListBatch; b++) {
-      const unsigned q = q0 + b * kConsumerWarps;
-      r0[b] = r1[b] = 0ull;
-      if (q < gridDim.x) {
-        const unsigned long long* list = cand + static_cast<size_t>(q) * kMaxTopK;
-        if (lane < k) r0[b] = __ldcg(list + lane);
-        if (32 + lane < k) r1[b] = __ldcg(list + 32 + lane);
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kListBatch; b++) {
-      if (q0 + b * kConsumerWarps < gridDim.x) f(j++, r0[b], r1[b]);
-    }
-  }
-}
-
-/**
- * The step's k best keys from the blocks' published lists (cand, each sorted best first, 0 for an empty place), placed
- * by rank into `merged` (kMaxTopK places, empty past the last key), when few enough keys can be among them. θ, the
- * best of the blocks' k-th keys: that block has k keys at or above θ, so the step's k best are all at or above it,
- * and no block has more than k keys there (its k-th would beat θ). Every key at or above θ (above 0 when no block has k
- * keys), a prefix of each list, is gathered into shared memory at an offset from a scan of the lists' counts, and
- * lands at its rank among them. False, with `merged` untouched, when more than kGatherCap keys qualify (ids a mask
- * allows spread thin): the caller merges the lists warp by warp. Every consumer thread; `bad` becomes the OR of the
- * blocks' flags.
- */
-__device__ __forceinline__ bool gather_step_keys(const unsigned long long* cand, const unsigned* cand_bad, int k,
-                                                 unsigned long long* merged, unsigned long long* gathered, bool& bad) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  unsigned long long* warp_keys = gathered + kGatherCap;
-  int* warp_counts = reinterpret_cast<int*>(warp_keys + kConsumerWarps);
-  unsigned long long theta = 0ull;
-  bool any_bad = false;
-  for (unsigned q = threadIdx.x; q < gridDim.x; q += kConsumers) {
-    const unsigned long long kth = __ldcg(cand + static_cast<size_t>(q) * kMaxTopK + (k - 1));
-    theta = kth > theta ? kth : theta;
-    any_bad = any_bad || __ldcg(cand_bad + q) != 0;
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const unsigned long long o = __shfl_xor_sync(0xffffffffu, theta, off);
-    theta = o > theta ? o : theta;
-  }
-  if (lane == 0) warp_keys[warp] = theta;
-  bad = consumer_sync_or(any_bad);  // (also orders warp_keys)
-  for (int w = 0; w < kConsumerWarps; w++) theta = warp_keys[w] > theta ? warp_keys[w] : theta;
-  const unsigned long long floor = theta > 0ull ? theta : 1ull;  // an empty place is never gathered
-  // The keys at or above the floor, counted per warp, then the warps' offsets.
-  const auto qualifying = [floor](unsigned long long e0, unsigned long long e1) {
-    return __popc(__ballot_sync(0xffffffffu, e0 >= floor)) + __popc(__ballot_sync(0xffffffffu, e1 >= floor));
-  };
-  int count = 0;
-  for_warp_lists(cand, k, [&](int, unsigned long long e0, unsigned long long e1) { count += qualifying(e0, e1); });
-  if (lane == 0) warp_counts[warp] = count;
-  consumer_sync();
-  int total = 0, at = 0;
-  for (int w = 0; w < kConsumerWarps; w++) {
-    if (w < warp) at += warp_counts[w];
-    total += warp_counts[w];
-  }
-  if (total > kGatherCap) return false;  // (uniform: every thread read the same counts)
-  for (int i = threadIdx.x; i < kMaxTopK; i += kConsumers) merged[i] = 0ull;
-  for_warp_lists(cand, k, [&](int, unsigned long long e0, unsigned long long e1) {
-    const int c = qualifying(e0, e1);  // a prefix of the list: places 0 … c − 1
-    if (lane < c) gathered[at + lane] = e0;
-    if (32 + lane < c) gathered[at + 32 + lane] = e1;
-    at += c;
-  });
-  consumer_sync();
-  for (int i = threadIdx.x; i < total; i += kConsumers) {
-    const unsigned long long key = gathered[i];
-    int above = 0;
-    for (int j = 0; j < total; j++) above += gathered[j] > key ? 1 : 0;
-    if (above < k) merged[above] = key;
-  }
-  consumer_sync();
-  return true;
-}
+static_assert((kConsumerWarps + 1) * kMaxTopK * 8 <= kAttnScratchFloats * 4, "the warps' lists and a merged one fit");
 
 /**
  * One step's sample (a.top_k = k > 0), by `sample`'s rule (MegakernelArgs), over the ids below vocab_limit:
  *   1. Each warp has kept its k best logits of the LM head (top_consider); the block merges its warps' lists
  *      (merge_warp_lists) and publishes its k best, then arrives.
- *   2. The last block to arrive takes the step's k best (the global top-k: each of them is among its own block's k
- *      best) from the keys at or above the blocks' best k-th key, by rank (gather_step_keys); where too many keys
- *      qualify, it merges every block's list, warp w taking blocks w, w + 7, …, then the warps' lists as in 1.
+ *   2. The last block to arrive merges every block's list into the step's k best (the global top-k: each of them is
+ *      among its own block's k best), warp w taking blocks w, w + 7, …, then the warps' lists merged as in 1.
  *   3. Warp 0 draws: integer weights and their prefix sums across the lanes, the nucleus and the drawn position by
  *      ballots, the same comparisons in float64 as the sampling kernels make.
  * This thread's verdict (false: a NaN or +inf logit, or all −inf; the launch aborts); combined by block_ok.
@@ -310,18 +215,32 @@ __device__ __forceinline__ bool step_sample(const MegakernelArgs& a, const Block
 
   TopK all{0ull, 0ull, 0ull, 0};
   bool bad = false;
-  unsigned long long* gathered = merged + kMaxTopK;
-  if (!gather_step_keys(cand, cand_bad, k, merged, gathered, bad)) {
-    for_warp_lists(cand, k, [&](int, unsigned long long e0, unsigned long long e1) {
+  for (unsigned q0 = warp; q0 < gridDim.x; q0 += kConsumerWarps * kListBatch) {
+    unsigned long long r0[kListBatch], r1[kListBatch];
+#pragma unroll
+    for (int j = 0; j < kListBatch; j++) {
+      const unsigned q = q0 + j * kConsumerWarps;
+      r0[j] = r1[j] = 0ull;
+      if (q < gridDim.x) {
+        const unsigned long long* list = cand + static_cast<size_t>(q) * kMaxTopK;
+        r0[j] = __ldcg(list + lane);
+        if (k > 32) r1[j] = __ldcg(list + 32 + lane);
+        if (lane == 0) bad = bad || __ldcg(cand_bad + q) != 0;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kListBatch; j++) {  // list j: position p in lane p of r0[j] or lane p − 32 of r1[j]
+      const unsigned long long e0 = r0[j], e1 = r1[j];
       top_merge_sorted(all, k, [e0, e1](int p) {
         return p < 32 ? __shfl_sync(0xffffffffu, e0, p) : __shfl_sync(0xffffffffu, e1, p - 32);
       });
-    });
-    lists[warp * kMaxTopK + lane] = all.e0;
-    lists[warp * kMaxTopK + 32 + lane] = all.e1;
-    consumer_sync();
-    merge_warp_lists(lists, merged, k);
+    }
   }
+  consumer_sync();  // warp 0 has read the block's merged list above
+  lists[warp * kMaxTopK + lane] = all.e0;
+  lists[warp * kMaxTopK + 32 + lane] = all.e1;
+  bad = consumer_sync_or(bad);
+  merge_warp_lists(lists, merged, k);
   if (warp != 0) return true;
   all.e0 = merged[lane];
   all.e1 = merged[32 + lane];
