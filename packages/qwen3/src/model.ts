@@ -28,7 +28,6 @@ import {
 } from './engine/index.js';
 import { sampledInKernel } from './engine/megakernel/engine.js';
 import { checkMegakernelTuning } from './engine/megakernel/tuning.js';
-import { hasLogitControls } from './engine/sampling.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
 import {
   Generation,
@@ -316,19 +315,16 @@ export class Qwen3Model {
 
   /**
    * Whether decode steps that draw by `options` (over {@link samplingDefaults}) read the LM head's int8 screen: on a
-   * model whose engine screens it ({@link lmScreen}), greedy steps and steps sampled in the megakernel (top-k 1–64).
-   * Other sampled steps compute every logit and draw on the host, and so do steps with sampling controls
-   * (penalties, min-p, a logit bias, a constraint, log-probabilities: see `Engine.choose`).
+   * model whose engine screens it ({@link lmScreen}), greedy steps and steps sampled in the megakernel (top-k 1–64),
+   * penalties, min-p and a constraint included (the kernel applies them). Other sampled steps compute every logit and
+   * draw on the host, and so do steps with a logit bias or log-probabilities (see `Engine.choose`).
    */
   lmScreenFor(options: GenerateOptions = {}): boolean {
     const temperature = options.temperature ?? this.samplingDefaults.temperature;
     const topK = options.topK ?? this.samplingDefaults.topK;
     const resolved = resolveGenerateOptions('Qwen3Model.lmScreenFor', options, this.samplingDefaults);
-    const controls =
-      hasLogitControls(resolved.sampling) ||
-      resolved.constraint !== undefined ||
-      resolved.topLogprobs !== null;
-    return this.lmScreen && !controls && (temperature === 0 || sampledInKernel({ temperature, topK }));
+    const host = (resolved.sampling.logitBias?.size ?? 0) > 0 || resolved.topLogprobs !== null;
+    return this.lmScreen && !host && (temperature === 0 || sampledInKernel({ temperature, topK }));
   }
 
   #checkLive(op: string): void {

@@ -485,4 +485,15 @@ describe('lmScreenFor', () => {
     const plain = screenedModel(false);
     expect([plain.lmScreenFor(), plain.lmScreenFor({ temperature: 0 })]).toEqual([false, false]);
   });
+
+  it('keeps the screen for penalties and min-p (the kernel applies them), not for a logit bias or log-probabilities', () => {
+    const m = screenedModel(true);
+    expect(m.lmScreenFor({ presencePenalty: 1.5 })).toBe(true);
+    expect(m.lmScreenFor({ temperature: 0, repetitionPenalty: 1.1, frequencyPenalty: 0.2 })).toBe(true);
+    expect(m.lmScreenFor({ minP: 0.05 })).toBe(true);
+    expect(m.lmScreenFor({ presencePenalty: 1.5, topK: 0 })).toBe(false); // drawn on the host
+    expect(m.lmScreenFor({ logitBias: { 5: 2 } })).toBe(false);
+    expect(m.lmScreenFor({ temperature: 0, logprobs: true })).toBe(false);
+    expect(m.lmScreenFor({ topLogprobs: 3 })).toBe(false);
+  });
 });
