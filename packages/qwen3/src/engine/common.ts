@@ -153,8 +153,9 @@ export type LazyStepControls = StepControls | StepControlsMaker;
 
 /**
  * A function that makes a step's controls. `maskOnly: true` promises that what it makes asks for no
- * log-probabilities (`topLogprobs` null): at most a mask matters, so an engine may take the token in a kernel that
- * reads the mask while the step runs (the megakernel; see gpu-engine.ts) before the controls are made.
+ * log-probabilities (`topLogprobs` null): only the mask (and, for the sampling's penalties, the history) matters, so
+ * an engine may take the token in a kernel that reads the mask while the step runs and applies the penalties itself
+ * (the megakernel; see gpu-engine.ts), before the controls are made.
  */
 export type StepControlsMaker = (() => StepControls) & { readonly maskOnly?: boolean };
 
