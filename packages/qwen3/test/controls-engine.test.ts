@@ -208,6 +208,48 @@ const maskOnly = (controls: StepControls | (() => StepControls)) =>
   Object.assign(typeof controls === 'function' ? controls : () => controls, { maskOnly: true });
 const between = async () => {};
 
+// The megakernel's LM head screened (the default), unscreened with fixed shares, and unscreened with claimed tiles
+// (Qwen3-4B/8B).
+const HEADS: [string, MegakernelEngineOptions][] = [
+  ['screened', {}],
+  ['unscreened', { megakernelScreen: false }],
+  ['claimed tiles', { megakernelTuning: { claimTiles: true } }],
+];
+
+/** The ids and position of step `step` of a generation from `prompt` whose tokens so far are `generated`. */
+function stepAt(prompt: readonly number[], generated: readonly number[], step: number) {
+  return {
+    ids: step === 0 ? [...prompt] : [generated[step - 1]!],
+    start: step === 0 ? 0 : prompt.length + step - 1,
+  };
+}
+
+/**
+ * `steps` steps of one generation from `prompt` through `engine.chooseAsync`, as a generation runs them (each the next
+ * queued kernel step, nothing else on the GPU in between), with a maskOnly maker of the step's mask (`maskOf`, or
+ * none) and the history so far. Returns the history and the masks the kernel took; checks that no step reported
+ * log-probabilities.
+ */
+async function kernelSteps(
+  engine: Engine & PiecewiseEngine,
+  prompt: number[],
+  sampling: SamplingParams,
+  steps: number,
+  maskOf: ((step: number) => Uint32Array) | null,
+): Promise<{ history: TokenHistory & { generated: number[] }; masks: number }> {
+  const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
+  const { masks } = await countingMasks(async () => {
+    for (let step = 0; step < steps; step++) {
+      const { ids, start } = stepAt(prompt, history.generated, step);
+      const controls: StepControls = { history, mask: maskOf?.(step) ?? null, topLogprobs: null };
+      const got = await engine.chooseAsync!(ids, start, sampling, step, maskOnly(controls), between);
+      expect(got.logprob === undefined).toBe(true);
+      history.generated.push(got.id);
+    }
+  });
+  return { history, masks };
+}
+
 describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capability ≥ 9.0)', () => {
   const MASKS: [string, (step: number) => Uint32Array][] = [
     ['a third of the ids, rotating', rotatingMask],
@@ -218,12 +260,6 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
   const DRAWS: [string, SamplingParams][] = [
     ['greedy', { temperature: 0, topK: 0, topP: 1, seed: 1 }],
     ['top-k 20, top-p 0.9', { temperature: 0.8, topK: 20, topP: 0.9, seed: 7 }],
-  ];
-  // The LM head screened (the default), unscreened with fixed shares, and unscreened with claimed tiles (Qwen3-4B/8B).
-  const HEADS: [string, MegakernelEngineOptions][] = [
-    ['screened', {}],
-    ['unscreened', { megakernelScreen: false }],
-    ['claimed tiles', { megakernelTuning: { claimTiles: true } }],
   ];
   type Case = [
     string,
@@ -246,32 +282,10 @@ describe.skipIf(!hopper)('masked steps in the megakernel (CUDA, compute capabili
       // between); then a second engine with the same weights replays them, one logits row per step.
       const engine = build('megakernel', 61, options) as Engine & PiecewiseEngine;
       const prompt = randomIds(7, VOCAB_LIMIT, 62);
-      const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
       const steps = 20;
-      const at = (step: number) => ({
-        ids: step === 0 ? prompt : [history.generated[step - 1]!],
-        start: step === 0 ? 0 : prompt.length + step - 1,
-      });
-      const controlsAt = (step: number): StepControls => ({
-        history,
-        mask: maskOf(step),
-        topLogprobs: null,
-      });
-      const { masks } = await countingMasks(async () => {
-        for (let step = 0; step < steps; step++) {
-          const { ids, start } = at(step);
-          const got = await engine.chooseAsync!(
-            ids,
-            start,
-            sampling,
-            step,
-            maskOnly(controlsAt(step)),
-            between,
-          );
-          expect(got.logprob === undefined).toBe(true);
-          history.generated.push(got.id);
-        }
-      });
+      const { history, masks } = await kernelSteps(engine, prompt, sampling, steps, maskOf);
+      const at = (step: number) => stepAt(prompt, history.generated, step);
+      const controlsAt = (step: number): StepControls => ({ history, mask: maskOf(step), topLogprobs: null });
       // Every decode step (all but the prompt's) ran masked in the kernel.
       expect(masks).toBe(steps - 1);
       // The generation ends with steps still queued: they are dropped.
@@ -467,11 +481,6 @@ describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute c
       false,
     ],
   ];
-  const HEADS: [string, MegakernelEngineOptions][] = [
-    ['screened', {}],
-    ['unscreened', { megakernelScreen: false }],
-    ['claimed tiles', { megakernelTuning: { claimTiles: true } }],
-  ];
   const plain = (s: SamplingParams): SamplingParams => ({
     temperature: s.temperature,
     topK: s.topK,
@@ -483,31 +492,9 @@ describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute c
       it(`takes the reference's token through the controls, step after step (${head}; ${label})`, async () => {
         const engine = build('megakernel', 101, options) as Engine & PiecewiseEngine;
         const prompt = randomIds(9, VOCAB_LIMIT, 102);
-        const history: TokenHistory & { generated: number[] } = { prompt, generated: [] };
         const steps = 40;
-        const at = (step: number) => ({
-          ids: step === 0 ? prompt : [history.generated[step - 1]!],
-          start: step === 0 ? 0 : prompt.length + step - 1,
-        });
-        const controlsAt = (step: number): StepControls => ({
-          history,
-          mask: masked ? rotatingMask(step) : null,
-          topLogprobs: null,
-        });
-        const { masks } = await countingMasks(async () => {
-          for (let step = 0; step < steps; step++) {
-            const { ids, start } = at(step);
-            const got = await engine.chooseAsync!(
-              ids,
-              start,
-              sampling,
-              step,
-              maskOnly(() => controlsAt(step)),
-              between,
-            );
-            history.generated.push(got.id);
-          }
-        });
+        const maskOf = masked ? rotatingMask : null;
+        const { history, masks } = await kernelSteps(engine, prompt, sampling, steps, maskOf);
         expect(masks).toBe(steps - 1); // every decode step ran in the kernel
         engine.dropQueued!();
         // Replayed on a twin, one logits row per step, through the reference; the controls changed some step's
@@ -515,10 +502,14 @@ describe.skipIf(!hopper)('penalties and min-p in the megakernel (CUDA, compute c
         const twin = build('megakernel', 101);
         let changed = 0;
         for (let step = 0; step < steps; step++) {
-          const { ids, start } = at(step);
+          const { ids, start } = stepAt(prompt, history.generated, step);
           const logits = twin.logits(ids, start);
           const seenSoFar: TokenHistory = { prompt, generated: history.generated.slice(0, step) };
-          const controls = { ...controlsAt(step), history: seenSoFar };
+          const controls: StepControls = {
+            history: seenSoFar,
+            mask: maskOf?.(step) ?? null,
+            topLogprobs: null,
+          };
           const want = chooseToken(logits, sampling, step, controls, VOCAB_LIMIT);
           expect(history.generated[step], `step ${step}`).toBe(want.id);
           if (chooseToken(logits, plain(sampling), step, controls, VOCAB_LIMIT).id !== want.id) changed++;

@@ -77,7 +77,9 @@ export function hasLogitControls(s: SamplingParams): boolean {
 }
 
 /** Whether `s` sets a penalty (presence, frequency or repetition), which reads the generation's history. */
-export function hasPenalties(s: SamplingParams): boolean {
+export function hasPenalties(
+  s: Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty' | 'repetitionPenalty'>,
+): boolean {
   return (
     (s.presencePenalty ?? 0) !== 0 || (s.frequencyPenalty ?? 0) !== 0 || (s.repetitionPenalty ?? 1) !== 1
   );

@@ -16,6 +16,7 @@ import {
   Tensor,
 } from '@qk/ops';
 import { checkShape, cudaInvFreq, nativeCall, deviceAddress as ptr } from '@qk/ops/internal';
+import { hasPenalties } from '../sampling.js';
 import { MEGAKERNEL_LIMITS, megakernelBinding, megakernelCodes } from './addon.js';
 import { MegakernelTraceStats, type MegakernelTraceSummary, traceEvents } from './trace.js';
 import { checkMegakernelTuning, type MegakernelTuning } from './tuning.js';
@@ -158,11 +159,6 @@ export interface MegakernelControls {
   readonly frequencyPenalty: number;
   /** In [0, 1]; 0 is off. */
   readonly minP: number;
-}
-
-/** Whether `c` asks for penalties (which read the uploaded history). */
-function asksPenalties(c: MegakernelControls): boolean {
-  return c.repetitionPenalty !== 1 || c.presencePenalty !== 0 || c.frequencyPenalty !== 0;
 }
 
 /** Checks a launch's controls, naming the field at fault; returns the binding's `[r, p, f, ln min-p]`. */
@@ -506,7 +502,7 @@ export class Qwen3Megakernel {
     }
     if (sampling !== undefined) checkSampling(op, sampling, steps);
     const controls = options?.controls === undefined ? undefined : controlsArray(op, options.controls);
-    if (controls !== undefined && asksPenalties(options!.controls!) && !this.#historyUploaded) {
+    if (controls !== undefined && hasPenalties(options!.controls!) && !this.#historyUploaded) {
       throw new QkValueError(
         op,
         'options.controls',
