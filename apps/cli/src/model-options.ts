@@ -52,8 +52,7 @@ export const MODEL_HELP = `Model:
                      modules)
   --weights FORMAT   bf16 (default), int8 or int4: quantize the decoder projections at load (int4 in groups
                      of 128); a quantized checkpoint (qk model quantize, AWQ, GPTQ) loads as stored.
-                     Quantized weights run on the layered engine (their default with a GPU) and on cpu;
-                     the megakernel streams bf16 only
+                     Every engine runs them; the megakernel dequantises the codes under its weight stream
   --max-context N    KV-cache rows: prompt + reply (default min(model limit, 4096))
   --prefill-chunk N  GPU engines: prompt tokens per prefill pass (default 4096); smaller needs less GPU
                      memory for long prompts
@@ -164,12 +163,6 @@ export function modelChoice(values: ModelValues): {
   const weights = values.weights;
   if (weights !== undefined && weights !== 'bf16' && weights !== 'int8' && weights !== 'int4')
     throw new UsageError(`--weights must be bf16, int8 or int4, got ${shownValue(weights)}`);
-  const quantized = weights === 'int8' || weights === 'int4';
-  if (quantized && engine === 'megakernel') {
-    throw new UsageError(
-      `--weights ${weights} runs on the layered and cpu engines (the megakernel streams bf16 weights only); use --engine layered`,
-    );
-  }
   const source = values.model ?? values.preset ?? ((engine ?? defaultEngine()) === 'cpu' ? 'tiny' : '0.6b');
   const maxContext = intOption(values['max-context'], 'max-context');
   if (maxContext === 0) throw new UsageError('--max-context must be at least 1');

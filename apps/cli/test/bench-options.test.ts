@@ -44,10 +44,10 @@ describe('decode sampling flags', () => {
 });
 
 describe('engines per suite', () => {
-  it('measures quantized weights on the layered engine only (the megakernel streams bf16), unless told otherwise', () => {
+  it('measures every weight format on both GPU engines for decode, unless told otherwise', () => {
     expect(engineList('decode', {}, false)).toEqual(['layered', 'megakernel']);
     for (const weights of ['int8', 'int4']) {
-      expect(engineList('decode', { weights }, false)).toEqual(['layered']);
+      expect(engineList('decode', { weights }, false)).toEqual(['layered', 'megakernel']);
       expect(engineList('prefill', { weights }, false)).toEqual(['layered']);
       expect(engineList('decode', { weights }, true)).toEqual(['cpu']);
     }

@@ -67,7 +67,7 @@ describe('qk model quantize', () => {
 });
 
 describe('--weights', () => {
-  it('picks the preset of the default engine (tiny on cpu), and refuses the megakernel', () => {
+  it('picks the preset of the default engine (tiny on cpu); the megakernel takes quantized weights too', () => {
     expect(modelChoice({ weights: 'int8' })).toEqual({
       source: defaultEngine() === 'cpu' ? 'tiny' : '0.6b',
       weights: 'int8',
@@ -77,7 +77,11 @@ describe('--weights', () => {
       engine: 'layered',
       weights: 'int4',
     });
-    expect(() => modelChoice({ weights: 'int4', engine: 'megakernel' })).toThrow(/use --engine layered/);
+    expect(modelChoice({ weights: 'int4', engine: 'megakernel' })).toEqual({
+      source: '0.6b',
+      engine: 'megakernel',
+      weights: 'int4',
+    });
     expect(() => modelChoice({ weights: 'fp8' })).toThrow(UsageError);
     expect(modelChoice({ preset: 'tiny', 'prefill-chunk': '512' })).toMatchObject({ prefillChunk: 512 });
     for (const bad of ['0', '', '-4', '1e3']) {

@@ -38,6 +38,18 @@ export type ActivationCode = (typeof ActivationCode)[keyof typeof ActivationCode
 export const GluCode = { none: 0, swiglu: 1 } as const;
 export type GluCode = (typeof GluCode)[keyof typeof GluCode];
 
+/**
+ * The megakernel's decoder-projection format ({@link Binding.megakernelPlan}, {@link Binding.megakernelCreate};
+ * absent: bf16): `bits` 16, 8 (INT8, one f32 scale per row) or 4 (INT4, two codes per byte, low nibble first, stored
+ * q + 8, one f32 scale per row and group of `groupSize` inputs, a power of two ≥ 8; with `zeroPoints`, one bf16 offset
+ * per row and group too).
+ */
+export interface MegakernelWeightsArg {
+  readonly bits: number;
+  readonly groupSize?: number;
+  readonly zeroPoints?: boolean;
+}
+
 /** {@link Binding.megakernelPlan}'s answer. */
 export type MegakernelPlan =
   | {
@@ -585,12 +597,14 @@ export interface Binding {
     layers: number,
     vocab: number,
     tuning?: MegakernelTuningArgs,
+    weights?: MegakernelWeightsArg,
   ): MegakernelPlan;
   /**
-   * Creates a megakernel instance over bf16 weights and caches (every address checked here, once) and zeroes
-   * `workspace` (at least `plan.workspaceBytes`, 256-byte aligned). `layerPointers` holds 10 addresses per layer:
-   * inputNorm, qkv (`[q; k; v]` rows), qNorm, kNorm, o, postNorm, gateUp (`[gate; up]` rows), down, kCache, vCache
-   * (`[maxContext, kvHeads, 128]`). `state` (i32 `[token, position]`) is read by each launch, which leaves
+   * Creates a megakernel instance over bf16 weights (the projections in `weights`' format) and caches (every address
+   * checked here, once) and zeroes `workspace` (at least `plan.workspaceBytes`, 256-byte aligned). `layerPointers`
+   * holds 18 addresses per layer: inputNorm, qkv (`[q; k; v]` rows), qNorm, kNorm, o, postNorm, gateUp (`[gate; up]`
+   * rows), down, kCache, vCache (`[maxContext, kvHeads, 128]`), then the scales of qkv, o, gateUp and down (INT8 and
+   * INT4; else `0n`) and their offsets (INT4 with zero points; else `0n`). `state` (i32 `[token, position]`) is read by each launch, which leaves
    * `[last token, position + steps]` in it; `result` (i32 `[token, error]`) receives the last argmax over ids below
    * `vocabLimit` and a {@link MegakernelErrorCode}; `logits` (bf16 `[vocab]`) the last step's logits (launches
    * that screen the LM head write none). With `trace` (u64 `[grid][layers·17 + 3]`; `0n`: none), each step writes
@@ -620,6 +634,7 @@ export interface Binding {
     workspace: DevicePtr,
     trace: DevicePtr,
     tuning?: MegakernelTuningArgs,
+    weights?: MegakernelWeightsArg,
   ): number;
   /**
    * Builds the LM head's int8 screen into `screen` (u8, `vocab · plan.screenRowBytes` bytes, 16-byte aligned; queued

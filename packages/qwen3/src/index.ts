@@ -72,8 +72,11 @@ export {
   type MegakernelDims,
   type MegakernelLayer,
   type MegakernelPlan,
+  type MegakernelProjection,
+  type MegakernelQuantProjection,
   type MegakernelSampling,
   type MegakernelSpec,
+  type MegakernelWeightFormat,
   megakernelPlan,
   Qwen3Megakernel,
 } from './engine/megakernel/kernel.js';

@@ -27,6 +27,7 @@ import {
   megakernelEngineOptions,
 } from './engine/index.js';
 import { sampledInKernel } from './engine/megakernel/engine.js';
+import type { MegakernelWeightFormat } from './engine/megakernel/kernel.js';
 import { checkMegakernelTuning } from './engine/megakernel/tuning.js';
 import { QkAbortError, QkBusyError, QkCheckpointError, QkContextError, QkTokenizerError } from './errors.js';
 import {
@@ -49,6 +50,7 @@ import { isHubId, type PullOptions, resolveHubModel } from './hub/index.js';
 import { loadQuantizedCheckpoint, readQuantizationConfig } from './quant/checkpoint.js';
 import {
   checkWeightFormat,
+  DEFAULT_GROUP_SIZE,
   disposeFloatWeights,
   disposeQuantizedLayers,
   type QuantizedLayer,
@@ -616,14 +618,30 @@ export async function loadQwen3(dirOrPreset: string, options: LoadOptions = {}):
   }
   const weightFormat = storedFormat ?? requested ?? 'bf16';
   const bits = weightFormat === 'int8' ? 8 : weightFormat === 'int4' ? 4 : undefined;
+  // (The projections' format as the megakernel takes it: stored, or what quantizing at load will make.)
+  const format: MegakernelWeightFormat | undefined =
+    bits === 8
+      ? { bits: 8 }
+      : bits === 4
+        ? {
+            bits: 4,
+            groupSize: stored?.group_size ?? options.groupSize ?? DEFAULT_GROUP_SIZE,
+            zeroPoints: stored !== undefined && stored.quant_method !== 'qk',
+          }
+        : undefined;
   const engineName: EngineName =
     options.engine ??
     (options.dtype === undefined || options.dtype === 'bf16'
-      ? defaultEngine(config, weightFormat)
+      ? defaultEngine(config, weightFormat, format)
       : defaultEngine());
   const placement = ENGINE_PLACEMENT[engineName];
   const dtype = options.dtype ?? placement.dtype;
-  checkEngineAvailable(engineName, op, { config, dtype, weights: weightFormat });
+  checkEngineAvailable(engineName, op, {
+    config,
+    dtype,
+    weights: weightFormat,
+    ...(format === undefined ? {} : { format }),
+  });
   const maxContext = resolveMaxContext(config, options.maxContext);
   const { prefillChunk } = options;
   if (prefillChunk !== undefined && (!Number.isSafeInteger(prefillChunk) || prefillChunk < 1)) {

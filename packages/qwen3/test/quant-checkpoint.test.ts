@@ -68,7 +68,7 @@ describe('quantizeCheckpoint + loadQwen3', () => {
       stored.dispose();
       atLoad.dispose();
       await expect(loadQwen3(out, { weights: bits === 8 ? 'int4' : 'int8' })).rejects.toThrow(QkValueError);
-      // With a GPU: the megakernel streams bf16 only (use layered); without one the GPU check speaks first.
+      // With a GPU: the megakernel does not serve the tiny shape (use layered); without one the GPU check speaks first.
       await expect(loadQwen3(out, { engine: 'megakernel' })).rejects.toThrow(/megakernel/);
     });
   }

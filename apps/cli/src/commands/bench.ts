@@ -61,8 +61,8 @@ ${OP_SUITES.map((s) => `  ${s.name.padEnd(12)}${s.title}`).join('\n')}
 
 End-to-end suites (loadQwen3 + generate, host overhead included; HF transformers on the same checkpoint when
 --model DIR is given):
-  decode      decode tok/s per position, per engine (default engines: layered and megakernel on a GPU; layered
-              alone with --weights int8|int4), greedy unless the sampling flags below are given
+  decode      decode tok/s per position, per engine (default engines: layered and megakernel on a GPU, for
+              every --weights format), greedy unless the sampling flags below are given
   prefill     prompt latency per length
   patch       eager-style vs fused RMSNorm, SwiGLU and RoPE: prefill latency and decode tok/s per variant
   structured  JSON Schema output: grammar compile per new schema (bar ≤ 50 ms) and greedy constrained decode
@@ -456,9 +456,7 @@ export function engineList(
       : [e];
   }
   if (cpu) return ['cpu'];
-  // The megakernel streams bf16 weights only: int8/int4 models are measured on the layered engine.
-  const quantized = values.weights === 'int8' || values.weights === 'int4';
-  return suite === 'decode' && !quantized ? ['layered', 'megakernel'] : ['layered'];
+  return suite === 'decode' ? ['layered', 'megakernel'] : ['layered'];
 }
 
 /** Writes the requested outputs; `--report DIR` keeps the reports of other names already there. */

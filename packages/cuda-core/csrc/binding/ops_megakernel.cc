@@ -141,6 +141,39 @@ MegakernelDims read_dims(const Args& a, size_t first) {
   return d;
 }
 
+/**
+ * `weights` (undefined: bf16) into `d`: { bits: 16 | 8 | 4, groupSize (INT4: a power of two ≥ 8; else absent or 0),
+ * zeroPoints (INT4: whether the projections carry group offsets; default false) }.
+ */
+void read_weights(const Args& a, const Napi::Value& v, MegakernelDims& d) {
+  if (v.IsUndefined()) return;
+  if (!v.IsObject()) a.fail("weights", "must be an object { bits, groupSize, zeroPoints } or undefined");
+  const Napi::Object o = v.As<Napi::Object>();
+  const Napi::Value bits = o.Get("bits"), group = o.Get("groupSize"), zero = o.Get("zeroPoints");
+  if (!bits.IsNumber()) a.fail("weights.bits", "must be 16, 8 or 4");
+  const double b = bits.As<Napi::Number>().DoubleValue();
+  if (b != 16 && b != 8 && b != 4) a.fail("weights.bits", "must be 16, 8 or 4, got " + std::to_string(b));
+  d.weight_bits = static_cast<int64_t>(b);
+  double g = 0;
+  if (!group.IsUndefined()) {
+    if (!group.IsNumber()) a.fail("weights.groupSize", "must be a number");
+    g = group.As<Napi::Number>().DoubleValue();
+  }
+  if (d.weight_bits == 4) {
+    if (!(g >= 8 && g <= 65536 && g == static_cast<double>(static_cast<int64_t>(g)) &&
+          (static_cast<int64_t>(g) & (static_cast<int64_t>(g) - 1)) == 0))
+      a.fail("weights.groupSize", "must be a power of two in [8, 65536] for INT4 weights");
+    d.group_size = static_cast<int64_t>(g);
+  } else if (g != 0) {
+    a.fail("weights.groupSize", "applies to INT4 weights only");
+  }
+  if (!zero.IsUndefined()) {
+    if (!zero.IsBoolean()) a.fail("weights.zeroPoints", "must be a boolean");
+    d.zero_points = zero.As<Napi::Boolean>().Value() ? 1 : 0;
+    if (d.zero_points != 0 && d.weight_bits != 4) a.fail("weights.zeroPoints", "applies to INT4 weights only");
+  }
+}
+
 /** The plan for `d` and `tuning`, or false with `why` when the kernel does not serve these sizes on this device. */
 bool plan_for(const Args& a, const MegakernelDims& d, const MegakernelTuning& tuning, MegakernelPlan* plan,
               std::string* why) {
@@ -157,14 +190,15 @@ bool plan_for(const Args& a, const MegakernelDims& d, const MegakernelTuning& tu
   return true;
 }
 
-// megakernelPlan(hidden, qHeads, kvHeads, ffn, layers, vocab, tuning = {}) →
+// megakernelPlan(hidden, qHeads, kvHeads, ffn, layers, vocab, tuning = {}, weights = bf16) →
 //   { supported: true, grid, threads, sharedBytes, workspaceBytes, maxChunks } | { supported: false, reason }
 // (Of the tuning, only slotKb changes the plan; the whole object is checked, as megakernelCreate checks it.)
 Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelPlan", [&info](const Args& a) -> Napi::Value {
     a.expect_count(6);
-    const MegakernelDims d = read_dims(a, 0);
+    MegakernelDims d = read_dims(a, 0);
     const MegakernelTuning tuning = read_megakernel_tuning(a, info[6]);
+    read_weights(a, info[7], d);
     MegakernelPlan plan{};
     std::string why;
     Napi::Object o = Napi::Object::New(a.env());
@@ -191,14 +225,16 @@ Napi::Value MegakernelPlanFn(const Napi::CallbackInfo& info) {
   });
 }
 
-constexpr int kLayerPointers = 10;
+constexpr int kLayerPointers = 18;
 
 // megakernelCreate(dtype, hidden, qHeads, kvHeads, ffn, layers, vocab, vocabLimit, maxContext, eps,
-//                  layerPointers: BigUint64Array[layers·10], embed, finalNorm, lmHead, invFreq, state, result, logits,
-//                  workspace, trace, tuning = {}) → handle
+//                  layerPointers: BigUint64Array[layers·18], embed, finalNorm, lmHead, invFreq, state, result, logits,
+//                  workspace, trace, tuning = {}, weights = bf16) → handle
 // `trace` (0n: none): u64 [grid][megakernel_trace_events(layers)] that each step fills with globaltimer stamps.
 // `tuning`: the knobs (megakernel_tuning.h), read here once; each absent field keeps the default set below.
-// Layer pointers per layer, in order: inputNorm, qkv, qNorm, kNorm, o, postNorm, gateUp, down, kCache, vCache.
+// `weights`: the projections' format (read_weights; MegakernelLayer).
+// Layer pointers per layer, in order: inputNorm, qkv, qNorm, kNorm, o, postNorm, gateUp, down, kCache, vCache, then
+// the scales of qkv, o, gateUp, down (INT8 / INT4; else 0n) and their offsets (INT4 with zero points; else 0n).
 Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
   return guard(info, "megakernelCreate", [&info](const Args& a) -> Napi::Value {
     a.expect_count(20);
@@ -208,6 +244,7 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
     Instance inst{};
     MegakernelArgs& r = inst.args;
     r.dims = read_dims(a, 1);
+    read_weights(a, info[21], r.dims);
     const MegakernelDims& d = r.dims;
     std::string why;
     if (!plan_for(a, d, tuning, &inst.plan, &why)) a.fail("sizes", "are not served by the megakernel: " + why);
@@ -279,23 +316,45 @@ Napi::Value MegakernelCreate(const Napi::CallbackInfo& info) {
       a.fail("layerPointers", "must be a BigUint64Array");
     Napi::BigUint64Array ptrs = table.As<Napi::BigUint64Array>();
     if (ptrs.ElementLength() != static_cast<size_t>(d.layers * kLayerPointers))
-      a.fail("layerPointers", "must hold " + std::to_string(d.layers * kLayerPointers) + " addresses (10 per layer)");
+      a.fail("layerPointers", "must hold " + std::to_string(d.layers * kLayerPointers) + " addresses (18 per layer)");
     const int64_t h = d.hidden, qd = d.q_heads * kMegakernelHeadDim, kvd = d.kv_heads * kMegakernelHeadDim;
-    const int64_t extents[kLayerPointers] = {h, (qd + 2 * kvd) * h, kMegakernelHeadDim, kMegakernelHeadDim, h * qd,
-                                             h, 2 * d.ffn * h,      h * d.ffn,          r.max_context * kvd,
-                                             r.max_context * kvd};
-    static const char* const names[kLayerPointers] = {"inputNorm", "qkv",    "qNorm", "kNorm",  "o",
-                                                      "postNorm",  "gateUp", "down",  "kCache", "vCache"};
+    // Bytes of each pointer's buffer: the projections' rows and columns ([rows, k]), their codes' bytes per weight,
+    // and (INT8 per row, INT4 per row and group) their scales' and offsets'.
+    const int64_t proj_rows[4] = {qd + 2 * kvd, h, 2 * d.ffn, h}, proj_k[4] = {h, qd, h, d.ffn};
+    const bool quant = d.weight_bits != 16;
+    int64_t bytes[kLayerPointers] = {2 * h, 0, 2 * kMegakernelHeadDim, 2 * kMegakernelHeadDim, 0, 2 * h, 0, 0,
+                                     2 * r.max_context * kvd, 2 * r.max_context * kvd};
+    static const int proj_at[4] = {1, 4, 6, 7};
+    for (int j = 0; j < 4; j++) {
+      const int64_t weights = proj_rows[j] * proj_k[j];
+      bytes[proj_at[j]] = d.weight_bits == 16 ? 2 * weights : d.weight_bits == 8 ? weights : weights / 2;
+      const int64_t groups = d.weight_bits == 4 ? proj_k[j] / d.group_size : d.weight_bits == 8 ? 1 : 0;
+      bytes[10 + j] = 4 * proj_rows[j] * groups;
+      bytes[14 + j] = d.zero_points != 0 ? 2 * proj_rows[j] * groups : 0;
+    }
+    static const char* const names[kLayerPointers] = {
+        "inputNorm",  "qkv",     "qNorm",        "kNorm",      "o",          "postNorm",
+        "gateUp",     "down",    "kCache",       "vCache",     "qkvScales",  "oScales",
+        "gateUpScales", "downScales", "qkvOffsets", "oOffsets", "gateUpOffsets", "downOffsets"};
     for (int64_t l = 0; l < d.layers; l++) {
       void* p[kLayerPointers];
       for (int j = 0; j < kLayerPointers; j++) {
         p[j] = reinterpret_cast<void*>(ptrs[static_cast<size_t>(l * kLayerPointers + j)]);
         const std::string name = "layerPointers[" + std::to_string(l) + "]." + names[j];
+        if (bytes[j] == 0) {  // (a scale or offset the weights do not have)
+          if (p[j] != nullptr) a.fail(name, quant ? "must be 0n: these weights have no zero points" : "must be 0n for bf16 weights");
+          continue;
+        }
         if (p[j] == nullptr) a.fail(name, "is a null device address");
         if ((reinterpret_cast<uintptr_t>(p[j]) & 15) != 0) a.fail(name, "must be 16-byte aligned");
-        a.check_range(p[j], static_cast<size_t>(extents[j]) * 2, name.c_str());
+        a.check_range(p[j], static_cast<size_t>(bytes[j]), name.c_str());
       }
-      r.layers[l] = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+      MegakernelLayer& L = r.layers[l];
+      L = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+      for (int j = 0; j < 4; j++) {
+        L.scales[j] = p[10 + j];
+        L.offsets[j] = p[14 + j];
+      }
     }
     r.embed = a.tensor(11, "embed", DType::BF16, d.vocab * h);
     r.final_norm = a.tensor(12, "finalNorm", DType::BF16, h);

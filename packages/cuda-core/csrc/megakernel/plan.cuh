@@ -29,9 +29,29 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   if (d.hidden % 8 != 0 || d.ffn % 8 != 0) return refuse("hidden and FFN sizes must be multiples of 8");
   if (d.vocab > (1 << 24)) return refuse("a vocabulary of more than 2^24 ids is not served");
   if (d.hidden > (1 << 20) || d.ffn > (1 << 20)) return refuse("hidden and FFN sizes above 2^20 are not served");
+  if (d.weight_bits != 16 && d.weight_bits != 8 && d.weight_bits != 4)
+    return refuse("the projections' weights must be bf16, INT8 or INT4");
+  if (d.weight_bits != 16 && d.q_heads != 2 * d.kv_heads && d.q_heads != 4 * d.kv_heads)
+    return refuse("INT8 and INT4 weights are served for query groups of 2 and 4 (every dense Qwen3 from 0.6B to 8B)");
+  if (d.weight_bits == 4) {
+    // Every piece of a tile (codes, scales, offsets) is a bulk copy of whole 16-byte units from a 16-byte aligned
+    // address, for any even number of rows: groups per row must be even (with offsets, a multiple of 4).
+    const int64_t g = d.group_size;
+    if (g < 8 || (g & (g - 1)) != 0) return refuse("the INT4 group size must be a power of two, 8 or more");
+    const int64_t per = d.zero_points != 0 ? 4 * g : 2 * g;
+    if (d.hidden % per != 0 || d.ffn % per != 0 || (d.q_heads * kD) % per != 0)
+      return refuse(d.zero_points != 0
+                        ? "with zero points, the hidden, FFN and attention sizes must be multiples of 4 INT4 groups"
+                        : "the hidden, FFN and attention sizes must be multiples of 2 INT4 groups");
+  } else if (d.zero_points != 0) {
+    return refuse("zero points come with INT4 weights only");
+  }
   // Ring slots: the requested size (KB multiples), at least the widest tile of one pair of outputs (two rows; two
   // gate and two up rows for gate/up), and as many as fit beside the rest of shared memory.
-  const int64_t widest = std::max({4 * d.hidden * 2, 2 * d.ffn * 2, 2 * d.q_heads * kD * 2});
+  // (Rows as a slot holds them: megakernel_row_bytes; the LM head's rows are bf16 whatever the projections are.)
+  const int64_t row_h = megakernel_row_bytes(d, d.hidden);
+  const int64_t widest = std::max({4 * row_h, 2 * megakernel_row_bytes(d, d.ffn),
+                                   2 * megakernel_row_bytes(d, d.q_heads * kD), 2 * d.hidden * 2});
   size_t slot = slot_bytes == 0 ? kDefaultSlotBytes : slot_bytes;
   slot = std::max(slot, static_cast<size_t>(widest));
   slot = align_up(slot, 1024);
@@ -106,13 +126,15 @@ cudaError_t megakernel_plan(const MegakernelDims& d, MegakernelPlan* plan, const
   plan->slot_bytes = slot;
   // Claimed tiles balance the blocks when each has many tiles per stage; with few (0.6B: about 2 per QKV stage), the
   // claims' round trips cost more than the balance gains (on an H100: 8B 167.7 → 174.7 tok/s, 0.6B 1,168 → 824).
-  const double layer_bytes = 2.0 * static_cast<double>(d.hidden) *
-                             static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + d.q_heads * kD + 3 * d.ffn);
+  const double layer_bytes =
+      static_cast<double>((d.q_heads + 2 * d.kv_heads) * kD + 2 * d.ffn) * megakernel_row_bytes(d, d.hidden) +
+      static_cast<double>(d.hidden) *
+          (megakernel_row_bytes(d, d.q_heads * kD) + megakernel_row_bytes(d, d.ffn));
   plan->claim = layer_bytes / sms >= kClaimBytesPerBlock;
   // QKV in four-row turns where every ring's tiles hold at least four pairs (Qwen3-0.6B); with fewer, a turn of four
   // would mostly read a lone pair twice.
-  plan->qkv_quads = tile_units_for(d.hidden, 1, static_cast<int64_t>(slot)) >= 8 &&
-                    (plan->short_slots == 0 || tile_units_for(d.hidden, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
+  plan->qkv_quads = tile_units_for(row_h, 1, static_cast<int64_t>(slot)) >= 8 &&
+                    (plan->short_slots == 0 || tile_units_for(row_h, 1, static_cast<int64_t>(kShortSlotBytes)) >= 8);
   plan->max_chunks = static_cast<int>(sms / d.kv_heads) > 0 ? static_cast<int>(sms / d.kv_heads) : 1;
   // The O blocks merge heads of up to kMegakernelOMergeMax chunks where the query group is 2 (Qwen3-0.6B, 1.7B; in a
   // group of 1 the gather spilled), the chunks' records fit one batch of loads per consumer thread, and x and the

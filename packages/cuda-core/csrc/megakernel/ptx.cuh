@@ -130,6 +130,76 @@ __device__ __forceinline__ void unpack8(const uint4 u, float (&f)[8]) {
   }
 }
 
+/** 8 and 4 bytes, and one f32 and one bf16, of shared memory in one load each (see lds128). */
+__device__ __forceinline__ uint2 lds64(const void* p) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(smem_addr(p)));
+  return v;
+}
+__device__ __forceinline__ unsigned lds32(const void* p) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_addr(p)));
+  return v;
+}
+__device__ __forceinline__ float ldsf(const void* p) { return __uint_as_float(lds32(p)); }
+__device__ __forceinline__ float lds_bf(const void* p) {
+  unsigned short v;
+  asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(smem_addr(p)));
+  return __uint_as_float(static_cast<unsigned>(v) << 16);
+}
+
+// Quantized codes as floats in one byte permute each, with no subtraction: the code goes into the mantissa of a
+// float near 1 and the offset comes off once per chunk of 8 (quant_turn_dots). An INT8 code q, biased to u = q + 128
+// (its sign bit flipped, four codes in one xor), becomes 1 + u / 2^15 (byte 1 under 0x3F80); an INT4 nibble, stored as
+// u = q + 8 and masked to its own byte (two masks per word), becomes 0.5 + u / 2^8 (byte 2 under 0x3F). An
+// int-to-float conversion issues at a quarter of the FMA rate; the exact form (code | 2^23, minus 2^23 and the bias)
+// took a subtraction per weight too. A chunk's sum of such floats times x keeps ~20 (INT4) and ~17 (INT8) bits once
+// the offset is taken off: far below the bf16 rounding of the output.
+__device__ __forceinline__ float i8_unit(unsigned biased, int i) {
+  return __uint_as_float(__byte_perm(biased, 0x3F800000u, 0x7604u | (static_cast<unsigned>(i) << 4)));
+}
+__device__ __forceinline__ float i4_unit(unsigned nibbles, int j) {
+  return __uint_as_float(__byte_perm(nibbles, 0x3F000000u, 0x7044u | (static_cast<unsigned>(j) << 8)));
+}
+
+/** Σ (1 + u_i / 2^15) · x_i over 8 INT8 codes (biased u = q + 128) and 8 bf16 inputs, in two chains. */
+__device__ __forceinline__ float dot8_i8(const uint2 w, const uint4 x) {
+  const unsigned lo = w.x ^ 0x80808080u, hi = w.y ^ 0x80808080u;
+  float a = i8_unit(lo, 0) * bf2_lo(x.x), b = i8_unit(lo, 1) * bf2_hi(x.x);
+  a = fmaf(i8_unit(lo, 2), bf2_lo(x.y), a);
+  b = fmaf(i8_unit(lo, 3), bf2_hi(x.y), b);
+  a = fmaf(i8_unit(hi, 0), bf2_lo(x.z), a);
+  b = fmaf(i8_unit(hi, 1), bf2_hi(x.z), b);
+  a = fmaf(i8_unit(hi, 2), bf2_lo(x.w), a);
+  b = fmaf(i8_unit(hi, 3), bf2_hi(x.w), b);
+  return a + b;
+}
+
+/** Σ (0.5 + u_i / 2^8) · x_i over 8 INT4 codes (one word, element i in nibble i, u = q + 8) and 8 bf16 inputs. */
+__device__ __forceinline__ float dot8_i4(const unsigned w, const uint4 x) {
+  const unsigned even = w & 0x0F0F0F0Fu, odd = (w >> 4) & 0x0F0F0F0Fu;  // elements 0, 2, 4, 6 and 1, 3, 5, 7
+  float a = i4_unit(even, 0) * bf2_lo(x.x), b = i4_unit(odd, 0) * bf2_hi(x.x);
+  a = fmaf(i4_unit(even, 1), bf2_lo(x.y), a);
+  b = fmaf(i4_unit(odd, 1), bf2_hi(x.y), b);
+  a = fmaf(i4_unit(even, 2), bf2_lo(x.z), a);
+  b = fmaf(i4_unit(odd, 2), bf2_hi(x.z), b);
+  a = fmaf(i4_unit(even, 3), bf2_lo(x.w), a);
+  b = fmaf(i4_unit(odd, 3), bf2_hi(x.w), b);
+  return a + b;
+}
+
+/** Sum of 8 bf16 inputs (in element order). */
+__device__ __forceinline__ float sum8(const uint4 x) {
+  float s = bf2_lo(x.x) + bf2_hi(x.x);
+  s += bf2_lo(x.y);
+  s += bf2_hi(x.y);
+  s += bf2_lo(x.z);
+  s += bf2_hi(x.z);
+  s += bf2_lo(x.w);
+  s += bf2_hi(x.w);
+  return s;
+}
+
 /** Dot of 8 bf16 weights with 8 bf16 inputs, accumulated into `acc` (in element order). */
 __device__ __forceinline__ float dot8(const uint4 w, const uint4 x, float acc) {
   const unsigned a[4] = {w.x, w.y, w.z, w.w}, b[4] = {x.x, x.y, x.z, x.w};

@@ -115,7 +115,7 @@ using bf16 = __nv_bfloat16;
  * code was 333 KB and 231 registers), and the unscreened argmax kernel no screen (with it, 10 µs per token slower at
  * Qwen3-0.6B positions 1-1024). DESIGN.md, "Shape of a launch".
  */
-template <bool kSample, int G, bool kScreen, int kPath, int kPad = -1>
+template <bool kSample, int G, bool kScreen, int kPath, int kPad = -1, bool kQuant = false>
 __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_constant__ MegakernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   // Hopper's mbarriers and bulk copies do not exist before sm_90: a multi-architecture build (the prebuilt addon)
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
   __syncthreads();
 
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers) produce(a, b, pos0);
+    if (threadIdx.x == kConsumers) produce<kQuant>(a, b, pos0);
     return;
   }
 
@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
         if (!stage_norm_input(a, b, res_in, static_cast<const bf16*>(L.input_norm), d.hidden, a.eps)) return;
       }
       stamp(a, ev + 1);
-      if (!(quads ? consume_gemv<Take::kQuad, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)
-                  : consume_gemv<Take::kPair, kSample>(a, b, lay, kQkv, at, layer, best, top, ev + 2)))
+      if (!(quads ? consume_gemv<Take::kQuad, kSample, kQuant>(a, b, lay, kQkv, at, layer, best, top, ev + 2)
+                  : consume_gemv<Take::kPair, kSample, kQuant>(a, b, lay, kQkv, at, layer, best, top, ev + 2)))
         return;
       stamp(a, ev + 3);
       // 2. Attention
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                               h == 0 ? d.q_heads * kD : d.ffn))
           return;
         stamp(a, sev);
-        if (!consume_gemv<Take::kPair, kSample>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
+        if (!consume_gemv<Take::kPair, kSample, kQuant>(a, b, lay, stage, at, layer, best, top, sev + 1)) return;
         stamp(a, sev + 2);
         if (h == 0) {
           // (A block without gate/up or down rows, the staged attention's over the whole ring, needs neither the
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
                                 d.hidden, a.eps))
             return;
           stamp(a, ev + 11);
-          if (!consume_gemv<Take::kGateUp, kSample>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
+          if (!consume_gemv<Take::kGateUp, kSample, kQuant>(a, b, lay, kGateUp, at, layer, best, top, ev + 12)) return;
           stamp(a, ev + 13);
         }
       }
@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1) qwen3_decode_kernel(const __grid_
       if (!consume_screen<kSample>(a, b, at, best, top)) return;
     } else {
       if (a.mask_tags != nullptr && !lm_mask_ready(a, b)) return;
-      if (!consume_gemv<Take::kPair, kSample>(a, b, lay, -1, at, -1, best, top, -1)) return;
+      if (!consume_gemv<Take::kPair, kSample, kQuant>(a, b, lay, -1, at, -1, best, top, -1)) return;
     }
     stamp(a, ev_end + 1);
     bool ok;
@@ -320,13 +320,24 @@ using DecodeKernel = void (*)(MegakernelArgs);
  * The kernel for a model's query group (1 to 4: the plan refuses others), the steps' draw, (argmax steps) whether
  * the LM head is screened, and the attention path (groups of 2 only: the others attend by chunks alone).
  */
-template <int G, int kPath>
+template <int G, int kPath, bool kQuant = false>
 DecodeKernel decode_kernel_of(bool sample, bool screen) {
-  if (sample) return screen ? qwen3_decode_kernel<true, G, true, kPath> : qwen3_decode_kernel<true, G, false, kPath>;
-  return screen ? qwen3_decode_kernel<false, G, true, kPath> : qwen3_decode_kernel<false, G, false, kPath>;
+  if (sample)
+    return screen ? qwen3_decode_kernel<true, G, true, kPath, -1, kQuant>
+                  : qwen3_decode_kernel<true, G, false, kPath, -1, kQuant>;
+  return screen ? qwen3_decode_kernel<false, G, true, kPath, -1, kQuant>
+                : qwen3_decode_kernel<false, G, false, kPath, -1, kQuant>;
 }
 
+/**
+ * The kernel for `d`: by its query group and, for bf16 projections, the attention path. INT8 and INT4 projections
+ * (query groups of 2 and 4 only, as the plan checks: every dense Qwen3 shape the megakernel serves) run kernels of
+ * their own with both attention paths, so that the bf16 kernels carry none of their code.
+ */
 DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen, int path) {
+  if (d.weight_bits != 16)
+    return d.q_heads == 2 * d.kv_heads ? decode_kernel_of<2, kPathBoth, true>(sample, screen)
+                                       : decode_kernel_of<4, kPathBoth, true>(sample, screen);
   switch (d.q_heads / d.kv_heads) {
     case 1: return decode_kernel_of<1, kPathBoth>(sample, screen);
     case 2:
@@ -342,6 +353,7 @@ DecodeKernel decode_kernel(const MegakernelDims& d, bool sample, bool screen, in
 /** The path a launch's kernel is compiled with: the staged attention alone where every step takes it, else both. */
 int launch_path(const MegakernelArgs& args) {
   return args.path_kernels != 0 && args.position >= 0 && args.dims.q_heads == 2 * args.dims.kv_heads &&
+                 args.dims.weight_bits == 16 &&
                  path_serves<kPathStaged>(args, args.position, args.steps)
              ? kPathStaged
              : kPathBoth;

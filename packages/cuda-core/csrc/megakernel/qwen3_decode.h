@@ -43,7 +43,14 @@ inline int megakernel_staged_slots(int slots, int64_t slot_bytes, int keys) {
   return slots - static_cast<int>((rows + slot_bytes - 1) / slot_bytes);
 }
 
-/** Device addresses of one decoder layer (bf16). `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. */
+/**
+ * Device addresses of one decoder layer. `qkv` is `[q; k; v]` by rows, `gate_up` is `[gate; up]`. The norms and the
+ * cache are bf16; the four projections (`qkv`, `o`, `gate_up`, `down`) hold the codes of MegakernelDims::weight_bits:
+ * bf16 rows, INT8 rows (one f32 scale per row in `scales`), or INT4 rows (two codes per byte, low nibble first, each
+ * stored as q + 8; one f32 scale per row and group in `scales`, `[rows, k / group_size]`, and with
+ * MegakernelDims::zero_points one bf16 offset per row and group in `offsets`, added as offset · Σ x over the group).
+ * `scales` and `offsets` are indexed QKV, O, gate/up, down; nullptr where the weights have none.
+ */
 struct MegakernelLayer {
   const void* input_norm;  // [hidden]
   const void* qkv;         // [(qHeads + 2·kvHeads)·128, hidden]
@@ -55,6 +62,8 @@ struct MegakernelLayer {
   const void* down;        // [hidden, ffn]
   void* k_cache;           // [maxContext, kvHeads, 128]
   void* v_cache;           // [maxContext, kvHeads, 128]
+  const void* scales[4] = {nullptr, nullptr, nullptr, nullptr};   // f32, INT8 / INT4 only
+  const void* offsets[4] = {nullptr, nullptr, nullptr, nullptr};  // bf16, INT4 with zero points only
 };
 
 /** Model sizes. */
@@ -65,7 +74,29 @@ struct MegakernelDims {
   int64_t ffn = 0;
   int64_t layers = 0;
   int64_t vocab = 0;
+  // The decoder projections' weights (MegakernelLayer): 16 (bf16), 8 (INT8 per row) or 4 (INT4 per group of
+  // group_size inputs, a power of two from 8 on; zero_points 1: with per-group offsets). The embedding, the LM head
+  // and the norms are bf16 whatever these say.
+  int64_t weight_bits = 16;
+  int64_t group_size = 0;
+  int64_t zero_points = 0;
 };
+
+/**
+ * Bytes one weight row of `k` columns takes in a ring slot: its codes, then, for INT4, its group scales (f32) and
+ * offsets (bf16). (INT8 rows' scales are read from global memory, one per row.)
+ */
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline int64_t megakernel_row_bytes(const MegakernelDims& d, int64_t k) {
+  if (d.weight_bits == 8) return k;
+  if (d.weight_bits == 4) {
+    const int64_t groups = k / d.group_size;
+    return k / 2 + groups * 4 + (d.zero_points != 0 ? groups * 2 : 0);
+  }
+  return 2 * k;
+}
 
 /** Flagged-word buffers of one layer, as byte offsets within the layer's region (4 bytes per value: two bf16 and the
  * epoch per 8 bytes); `mid` is the residual after O. */

@@ -11,21 +11,31 @@
 // whole pairs of units, so that each output pair has one writer.
 
 struct StageShape {
-  const bf16* w;      // weight rows (gate/up: the gate rows; the up rows follow `up_offset` rows later)
-  int64_t units;      // outputs (gate/up: SwiGLU outputs, two weight rows each)
-  int64_t k;          // columns
-  int64_t up_offset;  // gate/up only: rows between a gate row and its up row
-  int rows_per_unit;  // 1, or 2 for gate/up
+  const uint8_t* w;       // weight rows (gate/up: the gate rows; the up rows follow `up_offset` rows later)
+  const float* scales;    // INT8: [rows]; INT4: [rows, groups]; nullptr for bf16 rows
+  const bf16* offsets;    // INT4 with zero points: [rows, groups]; else nullptr
+  int64_t units;          // outputs (gate/up: SwiGLU outputs, two weight rows each)
+  int64_t k;              // columns
+  int64_t up_offset;      // gate/up only: rows between a gate row and its up row
+  int rows_per_unit;      // 1, or 2 for gate/up
+  int bits;               // 16 (bf16), 8 or 4 (the LM head and its screen: 16)
+  int row_bytes;          // codes per row (the screen: its whole row)
+  int groups;             // INT4: scales (and offsets) per row; else 0
 };
 
-__host__ __device__ __forceinline__ int tile_units_for(int64_t k, int rows_per_unit, int64_t slot_bytes) {
+/** Bytes one row of `s` takes in a slot: its codes, then (INT4) its scales and offsets. */
+__host__ __device__ __forceinline__ int slot_row_bytes(const StageShape& s) {
+  return s.row_bytes + s.groups * (s.offsets != nullptr ? 6 : 4);
+}
+
+__host__ __device__ __forceinline__ int tile_units_for(int64_t row_bytes, int rows_per_unit, int64_t slot_bytes) {
   // 32-bit (a 64-bit division is a long subroutine on the GPU): a slot is at most 227 KB, and a unit's rows (at most
   // 2 · 65535 · 128 columns of bf16) stay below 2^32 bytes.
-  return static_cast<int>(static_cast<unsigned>(slot_bytes) / static_cast<unsigned>(k * 2 * rows_per_unit)) & ~1;
+  return static_cast<int>(static_cast<unsigned>(slot_bytes) / static_cast<unsigned>(row_bytes * rows_per_unit)) & ~1;
 }
 
 __device__ __forceinline__ int tile_units(const MegakernelArgs& a, const StageShape& s) {
-  return tile_units_for(s.k, s.rows_per_unit, a.slot_bytes);
+  return tile_units_for(slot_row_bytes(s), s.rows_per_unit, a.slot_bytes);
 }
 
 /**
@@ -87,23 +97,46 @@ __device__ __forceinline__ bool skips_stage(int stage, int attn_skip) {
   return static_cast<int>(blockIdx.x) < stage_skip(stage, attn_skip);
 }
 
+/** Index of a GEMV stage among a layer's four (QKV, O, gate/up, down), for the claim counters and
+ * MegakernelLayer::scales / offsets. */
+__device__ __forceinline__ int gemv_index(int stage) { return stage == kQkv ? 0 : stage - 1; }
+
 __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int layer, int stage) {
   const MegakernelDims& d = a.dims;
-  const MegakernelLayer& L = a.layers[layer < 0 ? 0 : layer];
+  if (layer < 0) {  // the LM head, or its int8 screen (rows of hidden + 16 bytes, streamed as if bf16 of half the width)
+    const int64_t sb = megakernel_screen_row_bytes(d.hidden);
+    if (a.lm_screen != nullptr)
+      return {static_cast<const uint8_t*>(a.lm_screen), nullptr, nullptr, d.vocab, sb / 2, 0, 1, 16,
+              static_cast<int>(sb), 0};
+    return {static_cast<const uint8_t*>(a.lm_head), nullptr, nullptr, d.vocab, d.hidden, 0, 1, 16,
+            static_cast<int>(2 * d.hidden), 0};
+  }
+  const MegakernelLayer& L = a.layers[layer];
+  const void* w;
+  int64_t units, k, up = 0;
+  int per = 1;
   switch (stage) {
     case kQkv:
-      return {static_cast<const bf16*>(L.qkv), (d.q_heads + 2 * d.kv_heads) * kD, d.hidden, 0, 1};
+      w = L.qkv, units = (d.q_heads + 2 * d.kv_heads) * kD, k = d.hidden;
+      break;
     case kO:
-      return {static_cast<const bf16*>(L.o), d.hidden, d.q_heads * kD, 0, 1};
+      w = L.o, units = d.hidden, k = d.q_heads * kD;
+      break;
     case kGateUp:
-      return {static_cast<const bf16*>(L.gate_up), d.ffn, d.hidden, d.ffn, 2};
-    case kDown:
-      return {static_cast<const bf16*>(L.down), d.hidden, d.ffn, 0, 1};
-    default:  // the LM head, or its int8 screen (rows of hidden + 16 bytes, streamed as if bf16 of half the width)
-      if (a.lm_screen != nullptr)
-        return {static_cast<const bf16*>(a.lm_screen), d.vocab, megakernel_screen_row_bytes(d.hidden) / 2, 0, 1};
-      return {static_cast<const bf16*>(a.lm_head), d.vocab, d.hidden, 0, 1};
+      w = L.gate_up, units = d.ffn, k = d.hidden, up = d.ffn, per = 2;
+      break;
+    default:
+      w = L.down, units = d.hidden, k = d.ffn;
+      break;
   }
+  const int g = gemv_index(stage);
+  const int bits = static_cast<int>(d.weight_bits);
+  // (32-bit: the plan keeps k below 2^20, and groups below 2^17)
+  const int groups = bits == 4 ? static_cast<int>(k / d.group_size) : 0;
+  const int row_bytes = static_cast<int>(bits == 16 ? 2 * k : bits == 8 ? k : k / 2);
+  return {static_cast<const uint8_t*>(w), static_cast<const float*>(L.scales[g]),
+          bits == 4 && d.zero_points != 0 ? static_cast<const bf16*>(L.offsets[g]) : nullptr,
+          units, k, up, per, bits, row_bytes, groups};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -130,8 +163,6 @@ __device__ __forceinline__ void ring_next(RingPos& p, int slots) {
 // ---------------------------------------------------------------------------------------------------------------
 // Producer: the block's weight tiles of every step, in consumption order.
 
-/** Index of a GEMV stage among a layer's four (QKV, O, gate/up, down), for the claim counters. */
-__device__ __forceinline__ int gemv_index(int stage) { return stage == kQkv ? 0 : stage - 1; }
 
 /** The claim counter of a GEMV stage (layer −1: the LM head) in the counter set of `epoch`. */
 __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoch, int layer, int stage) {
@@ -145,6 +176,7 @@ __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoc
  * block's slice of stage_range() among the blocks not `skip`ped. Claimed (`counter`): tiles taken from the stage's
  * counter, the next claim always in flight.
  */
+template <bool kQuant>
 __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Block& b, const StageShape& s,
                                               int skip, unsigned* counter, RingPos& at, unsigned& issued,
                                               uint64_t l2_policy, int cap) {
@@ -178,15 +210,17 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
     // before the TMA's writes (async proxy).
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const int64_t n = lim - t0 < per ? lim - t0 : per;
-    const unsigned bytes = static_cast<unsigned>(n * s.k * 2);
+    const unsigned bytes = static_cast<unsigned>(n) * static_cast<unsigned>(s.row_bytes);
     const int64_t next = counter != nullptr ? static_cast<int64_t>(pending) * per : t0 + per;
     const bool last = next >= lim;
     const bool copy = (a.debug & 32) == 0;
     uint8_t* dst = b.slots + static_cast<size_t>(slot) * a.slot_bytes;
-    const bf16* src = s.w + t0 * s.k;
+    const uint8_t* src = s.w + t0 * s.row_bytes;
     b.desc[slot] = make_uint2(static_cast<unsigned>(t0), static_cast<unsigned>(n) | (last ? 0x80000000u : 0u));
     // The slot's one arrival, before its copy is issued: the phase completes once the bytes it expects have landed.
-    if (copy) mbar_expect_tx_only(&b.full[slot], bytes * s.rows_per_unit);
+    if (copy)
+      mbar_expect_tx_only(&b.full[slot],
+                          static_cast<unsigned>(n) * static_cast<unsigned>(slot_row_bytes(s) * s.rows_per_unit));
     mbar_arrive(&b.full[slot]);
     // At most `inflight` copies outstanding: wait for the copy `inflight` tiles back to land (its slot cannot have
     // been refilled since: that needs this copy's slot round to come first).
@@ -200,8 +234,25 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
       if (!mbar_wait(b, &b.full[back], phase)) return false;
     }
     if (copy) {
+      // The codes of the tile's rows (gate/up: then its up rows), then, for INT4, their scales (gate, up) and their
+      // offsets (gate, up): each piece a multiple of 16 bytes (the plan checks the group counts).
       bulk_copy_hint(dst, src, bytes, &b.full[slot], l2_policy);
-      if (s.rows_per_unit == 2) bulk_copy_hint(dst + bytes, src + s.up_offset * s.k, bytes, &b.full[slot], l2_policy);
+      if (s.rows_per_unit == 2)
+        bulk_copy_hint(dst + bytes, src + s.up_offset * s.row_bytes, bytes, &b.full[slot], l2_policy);
+      if (kQuant && s.groups > 0) {
+        uint8_t* meta = dst + bytes * s.rows_per_unit;
+        const unsigned sb = static_cast<unsigned>(n) * static_cast<unsigned>(s.groups) * 4u;
+        bulk_copy_hint(meta, s.scales + t0 * s.groups, sb, &b.full[slot], l2_policy);
+        if (s.rows_per_unit == 2)
+          bulk_copy_hint(meta + sb, s.scales + (s.up_offset + t0) * s.groups, sb, &b.full[slot], l2_policy);
+        if (s.offsets != nullptr) {
+          meta += sb * s.rows_per_unit;
+          bulk_copy_hint(meta, s.offsets + t0 * s.groups, sb / 2, &b.full[slot], l2_policy);
+          if (s.rows_per_unit == 2)
+            bulk_copy_hint(meta + sb / 2, s.offsets + (s.up_offset + t0) * s.groups, sb / 2, &b.full[slot],
+                           l2_policy);
+        }
+      }
     }
     ring_next(at, b.nslots);
     issued++;
@@ -211,6 +262,9 @@ __device__ __forceinline__ bool produce_stage(const MegakernelArgs& a, const Blo
   }
 }
 
+/** The producer warp's one thread: every step's tiles. kQuant: the kernel's layers are INT8 or INT4 (INT4 tiles
+ * carry their scales and offsets). */
+template <bool kQuant>
 __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b, int pos0) {
   // (Asking L2 for 1-5 tiles beyond the ring was measured 4-30% slower per token: the requests compete with the ring's
   // own copies.) Weights do not depend on the token, so the ring runs on into the next step's first layer while this
@@ -234,7 +288,7 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
       for (int stage = kQkv; stage <= kDown; stage = stage == kQkv ? kO : stage + 1) {
         if (skips_stage(stage, skip)) continue;
         unsigned* counter = a.claim ? claim_counter(b.sync, epoch, layer, stage) : nullptr;
-        if (!produce_stage(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
+        if (!produce_stage<kQuant>(a, b, stage_shape(a, layer, stage), stage_skip(stage, skip), counter, at, issued,
                            l2_policy, a.inflight))
           return;
       }
@@ -246,6 +300,6 @@ __device__ __forceinline__ void produce(const MegakernelArgs& a, const Block& b,
                    static_cast<unsigned>(staged_steps_before(a, pos0, step)) & 1u))
       return;
     // The LM head (its own bound on copies in flight: no hop of this step waits behind its stream).
-    if (!produce_stage(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy, a.lm_inflight)) return;
+    if (!produce_stage<kQuant>(a, b, stage_shape(a, -1, -1), 0, counter, at, issued, l2_policy, a.lm_inflight)) return;
   }
 }

@@ -10,15 +10,14 @@ import {
   QkDeviceError,
   QkValueError,
 } from '@qk/ops';
-import type { QuantizedLayer, WeightFormat } from '../quant/quantize.js';
+import { DEFAULT_GROUP_SIZE, type QuantizedLayer, type WeightFormat } from '../quant/quantize.js';
 import type { Engine, EngineName, Qwen3Config, Qwen3Weights } from '../types.js';
 import { createCpuEngine } from './cpu.js';
 import { createLayeredEngine } from './layered.js';
 import { megakernelAddonMismatch } from './megakernel/addon.js';
 import { createMegakernelEngine } from './megakernel/engine.js';
-import { megakernelPlan } from './megakernel/kernel.js';
+import { type MegakernelWeightFormat, megakernelPlan } from './megakernel/kernel.js';
 import type { MegakernelEngineOptions } from './megakernel/options.js';
-import { MEGAKERNEL_FLOAT_ONLY } from './projections.js';
 
 export { checkWeightsMatchConfig, stepSeed } from './common.js';
 export { type CpuEngineOptions, createCpuEngine } from './cpu.js';
@@ -64,14 +63,13 @@ export const ENGINE_PLACEMENT: Readonly<Record<EngineName, EnginePlacement>> = O
 /**
  * The weight formats of the decoder projections each engine runs. `cpu` runs int8/int4 through the `@qk/ops`
  * references (the definition of correct); `layered` keeps them quantized on the GPU (`linearInt8` / `linearInt4`,
- * prefill and decode); the `megakernel` streams bf16 weights only. Without an engine named, quantized weights run on
- * `layered` where a GPU is usable, else on `cpu` ({@link defaultEngine}); naming `megakernel` for them is refused
- * (a silent switch would put another engine's numbers under its name).
+ * prefill and decode); the `megakernel` prefills as `layered` does and streams the same codes in its decode steps,
+ * dequantising them under its loads.
  */
 export const ENGINE_WEIGHT_FORMATS: Readonly<Record<EngineName, readonly WeightFormat[]>> = Object.freeze({
   cpu: Object.freeze(['bf16', 'int8', 'int4'] as const),
   layered: Object.freeze(['bf16', 'int8', 'int4'] as const),
-  megakernel: Object.freeze(['bf16'] as const),
+  megakernel: Object.freeze(['bf16', 'int8', 'int4'] as const),
 });
 
 /** True for the names in {@link ENGINE_NAMES}. */
@@ -80,12 +78,17 @@ export function isEngineName(name: unknown): name is EngineName {
 }
 
 /**
- * Why the megakernel cannot decode `config` in `dtype` on this GPU, or null when it can: it needs a Hopper-class
- * GPU (compute capability 9.0 or newer: its weight stream uses TMA bulk copies), bf16 weights, and a dense Qwen3
- * shape it serves (head size 128, at most 4 query heads per KV head, at most 40 layers: 0.6B to 8B), from an addon
- * built from this package's sources (megakernel/addon.ts).
+ * Why the megakernel cannot decode `config` in `dtype` with its projections in `format` (default bf16) on this GPU,
+ * or null when it can: it needs a Hopper-class GPU (compute capability 9.0 or newer: its weight stream uses TMA bulk
+ * copies), bf16 activations, and a dense Qwen3 shape it serves (head size 128, at most 4 query heads per KV head, at
+ * most 40 layers: 0.6B to 8B; INT4 groups that cut every projection's width into whole pairs), from an addon built
+ * from this package's sources (megakernel/addon.ts).
  */
-export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): string | null {
+export function megakernelUnsupported(
+  config: Qwen3Config,
+  dtype: FloatDType,
+  format?: MegakernelWeightFormat,
+): string | null {
   if (!cudaAvailable()) return 'no usable GPU';
   const addon = megakernelAddonMismatch('megakernelUnsupported');
   if (addon !== undefined) return addon;
@@ -100,24 +103,44 @@ export function megakernelUnsupported(config: Qwen3Config, dtype: FloatDType): s
     ffn: config.intermediateSize,
     layers: config.numLayers,
     vocab: config.vocabSize,
+    ...(format === undefined ? {} : { weights: format }),
   });
   return plan.supported ? null : plan.reason;
 }
 
+/** The megakernel's format for quantized layers (the first projection's: every one has the same). */
+export function quantizedFormat(layers: readonly QuantizedLayer[]): MegakernelWeightFormat {
+  const q = layers[0]?.q;
+  if (q === undefined) return { bits: 16 };
+  if (q.bits === 8) return { bits: 8 };
+  return { bits: 4, groupSize: q.weight.groupSize, zeroPoints: q.offsets !== undefined };
+}
+
 /**
  * The engine to use when none is named: with a usable GPU (`cudaAvailable()`), `'megakernel'` for a `config` it
- * serves in bf16 ({@link megakernelUnsupported}: Hopper or newer, the dense head-128 shapes), else `'layered'`;
- * without a GPU, `'cpu'`. The megakernel engine decodes in the megakernel up to its hand-off position and in the
- * layered graph beyond (`megakernelUntil`), so it is at least as fast as the layered engine at every position
- * measured (packages/cuda-core/csrc/megakernel/DESIGN.md, "Numbers"); it has no swappable modules: name `'layered'`
- * to patch modules. Without `config`, a GPU gives `'layered'`; so do quantized `weights` (`'int8'`, `'int4'`: the
- * megakernel streams bf16 only, {@link ENGINE_WEIGHT_FORMATS}).
+ * serves with its projections in `weights` ({@link megakernelUnsupported}: Hopper or newer, the dense head-128
+ * shapes; for INT4, groups that cut every projection into whole pairs: `format` says which, default groups of 128
+ * without zero points), else `'layered'`; without a GPU, `'cpu'`. The megakernel engine decodes in the megakernel
+ * up to its hand-off position and in the layered graph beyond (`megakernelUntil`), so it is at least as fast as the
+ * layered engine at every position measured (packages/cuda-core/csrc/megakernel/DESIGN.md, "Numbers"; INT8 and INT4:
+ * "Quantized weights"); it has no swappable modules: name `'layered'` to patch modules. Without `config`, a GPU gives
+ * `'layered'`.
  */
-export function defaultEngine(config?: Qwen3Config, weights: WeightFormat = 'bf16'): EngineName {
+export function defaultEngine(
+  config?: Qwen3Config,
+  weights: WeightFormat = 'bf16',
+  format?: MegakernelWeightFormat,
+): EngineName {
   if (!cudaAvailable()) return 'cpu';
-  return config !== undefined && weights === 'bf16' && megakernelUnsupported(config, 'bf16') === null
-    ? 'megakernel'
-    : 'layered';
+  if (config === undefined) return 'layered';
+  const kernel: MegakernelWeightFormat =
+    format ??
+    (weights === 'int8'
+      ? { bits: 8 }
+      : weights === 'int4'
+        ? { bits: 4, groupSize: DEFAULT_GROUP_SIZE }
+        : { bits: 16 });
+  return megakernelUnsupported(config, 'bf16', kernel) === null ? 'megakernel' : 'layered';
 }
 
 /**
@@ -132,7 +155,12 @@ export function defaultEngine(config?: Qwen3Config, weights: WeightFormat = 'bf1
 export function checkEngineAvailable(
   name: unknown,
   op = 'createEngine',
-  model?: { config?: Qwen3Config; dtype?: FloatDType; weights?: WeightFormat },
+  model?: {
+    config?: Qwen3Config;
+    dtype?: FloatDType;
+    weights?: WeightFormat;
+    format?: MegakernelWeightFormat;
+  },
 ): asserts name is EngineName {
   if (!isEngineName(name)) {
     throw new QkValueError(
@@ -146,7 +174,11 @@ export function checkEngineAvailable(
     throw new QkValueError(
       op,
       'engine',
-      `is "${name}", which cannot run ${weights} weights: ${MEGAKERNEL_FLOAT_ONLY}.`,
+      `is "${name}", which cannot run ${weights} weights; use one of ${ENGINE_NAMES.filter((n) =>
+        ENGINE_WEIGHT_FORMATS[n].includes(weights),
+      )
+        .map((n) => `"${n}"`)
+        .join(', ')}.`,
     );
   }
   if (ENGINE_PLACEMENT[name].device === 'cuda' && !cudaAvailable()) {
@@ -157,7 +189,7 @@ export function checkEngineAvailable(
     );
   }
   if (name === 'megakernel' && model?.config !== undefined) {
-    const why = megakernelUnsupported(model.config, model.dtype ?? 'bf16');
+    const why = megakernelUnsupported(model.config, model.dtype ?? 'bf16', model.format);
     if (why !== null) {
       throw new QkValueError(
         op,
@@ -191,7 +223,10 @@ export function createEngine(
         dtype: weights.embed.dtype,
         ...(options.quantized === undefined
           ? {}
-          : { weights: options.quantized[0]?.q.bits === 4 ? ('int4' as const) : ('int8' as const) }),
+          : {
+              weights: options.quantized[0]?.q.bits === 4 ? ('int4' as const) : ('int8' as const),
+              format: quantizedFormat(options.quantized),
+            }),
       });
       return createMegakernelEngine(config, weights, options);
     default:

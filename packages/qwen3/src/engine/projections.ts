@@ -322,16 +322,6 @@ export function projectionTensors(p: Projection): Tensor[] {
   return tensors;
 }
 
-/** The float weight of a projection, for readers of float weights only (the megakernel); throws for a quantized one. */
-export function floatWeight(p: Projection, name: string): T {
-  if (!isQuantized(p)) return p;
-  throw new QkValueError('layeredEngine', name, `is int${p.bits}; ${MEGAKERNEL_FLOAT_ONLY}.`);
-}
-
-/** Why the megakernel refuses quantized weights, and what to use instead. */
-export const MEGAKERNEL_FLOAT_ONLY =
-  'the megakernel streams bf16 weights only: int8 and int4 models run on the layered engine (engine "layered", qk --engine layered)';
-
 /**
  * What the layers' projections and the `others` (embedding, LM head, norms) hold: the projections' format and the
  * bytes of each group, every tensor counted once (fused weights, not their views; a tied LM head once; the shared

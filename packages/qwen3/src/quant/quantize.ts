@@ -76,12 +76,15 @@ export function checkWeightFormat(op: string, value: unknown): WeightFormat {
   throw new QkValueError(op, 'weights', `must be "bf16", "int8" or "int4", got ${JSON.stringify(value)}.`);
 }
 
+/** The INT4 group size where none is given: inputs per scale. */
+export const DEFAULT_GROUP_SIZE = 128;
+
 /** Quantizes one `[out, in]` weight; refuses non-finite values or scales with {@link QkQuantizationError}. */
 export function quantizeLinear(
   name: string,
   weight: Tensor<FloatDType>,
   bits: 8 | 4,
-  groupSize = 128,
+  groupSize = DEFAULT_GROUP_SIZE,
 ): QuantizedLinear {
   let q: QuantizedLinear;
   try {
@@ -115,7 +118,7 @@ export function quantizeLinear(
  * {@link QkQuantizationError} naming the first tensor that cannot be quantized (nothing made so far leaks).
  */
 export function quantizeLinears(weights: Qwen3Weights, options: QuantizeOptions): QuantizedLayer[] {
-  const { bits, groupSize = 128, onProgress } = options;
+  const { bits, groupSize = DEFAULT_GROUP_SIZE, onProgress } = options;
   const total = weights.layers.length * LINEAR_KEYS.length;
   const layers: QuantizedLayer[] = [];
   let done = 0;

@@ -18,9 +18,15 @@ import type { DecodeLane } from '../decode-queue.js';
 import { createGpuEngine, type KernelDecoder } from '../gpu-engine.js';
 import { checkLayeredOptions, type LayeredEngineOptions } from '../layered-options.js';
 import { createLayeredStack, type LayeredStack } from '../layered-stack.js';
-import { floatWeight, MEGAKERNEL_FLOAT_ONLY } from '../projections.js';
+import { isQuantized, type Projection } from '../projections.js';
 import { hasPenalties, historyArrays } from '../sampling.js';
-import { type MegakernelControls, type MegakernelSampling, Qwen3Megakernel } from './kernel.js';
+import {
+  type MegakernelControls,
+  type MegakernelProjection,
+  type MegakernelSampling,
+  type MegakernelWeightFormat,
+  Qwen3Megakernel,
+} from './kernel.js';
 import type { MegakernelEngineOptions } from './options.js';
 import { checkMegakernelTuning } from './tuning.js';
 
@@ -126,9 +132,26 @@ function integerOption(
   return value;
 }
 
+/** A layer projection as the megakernel reads it: the bf16 tensor, or the quantized codes, scales and offsets. */
+function kernelProjection(p: Projection): MegakernelProjection {
+  if (!isQuantized(p)) return p;
+  const { qweight, scales } = p.weight;
+  const offsets = p.bits === 4 ? p.zeroPoints?.offsets : undefined;
+  return offsets === undefined ? { qweight, scales } : { qweight, scales, offsets };
+}
+
+/** The format of a stack's projections, as the megakernel takes it (every layer's is the same). */
+function kernelWeights(stack: LayeredStack): MegakernelWeightFormat {
+  const p = stack.layers[0]?.qkv;
+  if (p === undefined || !isQuantized(p)) return { bits: 16 };
+  if (p.bits === 8) return { bits: 8 };
+  return { bits: 4, groupSize: p.weight.groupSize, zeroPoints: p.zeroPoints !== undefined };
+}
+
 /**
  * The `megakernel` engine over `weights` (bf16 on the GPU, which it takes ownership of: `engine.dispose()` frees
- * them). It has no swappable modules. `quantized` layers are refused: the megakernel streams bf16 weights only.
+ * them). It has no swappable modules. With `quantized` layers (INT8, INT4, AWQ/GPTQ repacked), the layered kernels
+ * prefill through the quantized ops and the megakernel streams the same codes, dequantising them under its loads.
  *
  * @throws QkDeviceError for weights that are not on the GPU, or a GPU or addon that cannot run the megakernel;
  *   QkValueError for an option out of range or sizes the megakernel does not serve; QkMemoryError when the KV cache
@@ -140,7 +163,7 @@ export function createMegakernelEngine(
   options: LayeredEngineOptions & MegakernelEngineOptions,
 ): Engine & PiecewiseEngine {
   const op = 'layeredEngine'; // (the operation both GPU engines' errors name: their checks are shared)
-  const settings = checkLayeredOptions(op, config, weights, options, MEGAKERNEL_FLOAT_ONLY);
+  const settings = checkLayeredOptions(op, config, weights, options);
   const { maxContext } = settings;
   const megakernelSteps = integerOption(
     op,
@@ -161,7 +184,14 @@ export function createMegakernelEngine(
   const megakernelTuning = checkMegakernelTuning(op, options.megakernelTuning);
   const onTrace = options.megakernelTrace;
 
-  const stack: LayeredStack = createLayeredStack(op, 'megakernel', config, weights, settings, undefined);
+  const stack: LayeredStack = createLayeredStack(
+    op,
+    'megakernel',
+    config,
+    weights,
+    settings,
+    options.quantized,
+  );
   let megakernel: Qwen3Megakernel;
   try {
     megakernel = new Qwen3Megakernel({
@@ -171,12 +201,13 @@ export function createMegakernelEngine(
       ffn: config.intermediateSize,
       layers: stack.layers.length,
       vocab: config.vocabSize,
+      weights: kernelWeights(stack),
       layerTensors: stack.layers.map((l) => ({
         ...l,
-        qkv: floatWeight(l.qkv, 'qkv'),
-        o: floatWeight(l.o, 'o'),
-        gateUp: floatWeight(l.gateUp, 'gateUp'),
-        down: floatWeight(l.down, 'down'),
+        qkv: kernelProjection(l.qkv),
+        o: kernelProjection(l.o),
+        gateUp: kernelProjection(l.gateUp),
+        down: kernelProjection(l.down),
       })),
       embed: stack.embed,
       finalNorm: stack.norm,

@@ -7,6 +7,7 @@
  */
 import type { MegakernelPlan as BindingMegakernelPlan, MegakernelErrorCode } from '@qk/cuda-core';
 import {
+  type DType,
   QkCudaError,
   QkDeviceError,
   QkDisposedError,
@@ -32,7 +33,36 @@ export interface MegakernelDims {
   readonly ffn: number;
   readonly layers: number;
   readonly vocab: number;
+  /** The decoder projections' format (default bf16); the embedding, LM head and norms are bf16 whatever it is. */
+  readonly weights?: MegakernelWeightFormat;
 }
+
+/**
+ * How the megakernel's decoder projections are stored: bf16 rows, INT8 rows with one f32 scale per row, or INT4 rows
+ * (two codes per byte, low nibble first, stored q + 8) with one f32 scale per row and group of `groupSize` inputs and,
+ * with `zeroPoints`, one bf16 offset per row and group (AWQ / GPTQ zero points: `w = q · scale + offset`). The kernel
+ * dequantises under the loads; the codes stream as they are stored (`@qk/ops` `Int8Weight` / `Int4Weight`).
+ */
+export interface MegakernelWeightFormat {
+  readonly bits: 16 | 8 | 4;
+  /** INT4: inputs per scale, a power of two ≥ 8 (every projection's width a multiple of 2 groups, 4 with offsets). */
+  readonly groupSize?: number;
+  /** INT4: whether each projection carries per-group offsets. */
+  readonly zeroPoints?: boolean;
+}
+
+/** A quantized projection as the megakernel reads it (see {@link MegakernelWeightFormat}). */
+export interface MegakernelQuantProjection {
+  /** INT8: i8 `[rows, k]`; INT4: u8 `[rows, k / 2]`. */
+  readonly qweight: Tensor;
+  /** f32: INT8 `[rows]`; INT4 `[rows, k / groupSize]`. */
+  readonly scales: Tensor;
+  /** bf16 `[rows, k / groupSize]`, with zero points only. */
+  readonly offsets?: Tensor;
+}
+
+/** A decoder projection: bf16 `[rows, k]`, or quantized codes and scales. */
+export type MegakernelProjection = Tensor | MegakernelQuantProjection;
 
 /**
  * How the megakernel launches for some sizes on this GPU (one persistent block per SM), or why it cannot: the addon's
@@ -81,16 +111,19 @@ type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 
 // biome-ignore lint/correctness/noUnusedVariables: a compile-time check, used by nothing
 type PlanIsTheBindings<T extends true = Same<MegakernelPlan, Readonly<BindingMegakernelPlan>>> = T;
 
-/** One layer's device tensors (bf16). `qkv` is `[q; k; v]` by rows and `gateUp` `[gate; up]`. */
+/**
+ * One layer's device tensors: bf16, but for the projections (`qkv` `[q; k; v]` by rows, `o`, `gateUp` `[gate; up]`,
+ * `down`), which are in the spec's {@link MegakernelDims.weights} format.
+ */
 export interface MegakernelLayer {
   readonly inputNorm: Tensor;
-  readonly qkv: Tensor;
+  readonly qkv: MegakernelProjection;
   readonly qNorm: Tensor;
   readonly kNorm: Tensor;
-  readonly o: Tensor;
+  readonly o: MegakernelProjection;
   readonly postNorm: Tensor;
-  readonly gateUp: Tensor;
-  readonly down: Tensor;
+  readonly gateUp: MegakernelProjection;
+  readonly down: MegakernelProjection;
   /** `[maxContext, kvHeads, 128]`. */
   readonly kCache: Tensor;
   readonly vCache: Tensor;
@@ -210,8 +243,48 @@ export function megakernelPlan(dims: MegakernelDims, tuning?: MegakernelTuning):
   const checked = checkMegakernelTuning(op, tuning, 'tuning');
   const b = megakernelBinding(op);
   return nativeCall(op, () =>
-    b.megakernelPlan(dims.hidden, dims.qHeads, dims.kvHeads, dims.ffn, dims.layers, dims.vocab, checked),
+    b.megakernelPlan(
+      dims.hidden,
+      dims.qHeads,
+      dims.kvHeads,
+      dims.ffn,
+      dims.layers,
+      dims.vocab,
+      checked,
+      weightsArg(op, dims.weights),
+    ),
   );
+}
+
+/** The binding's `weights` argument for `format` (checked, naming the field at fault). */
+function weightsArg(
+  op: string,
+  format: MegakernelWeightFormat | undefined,
+): { bits: number; groupSize: number; zeroPoints: boolean } {
+  if (format === undefined) return { bits: 16, groupSize: 0, zeroPoints: false };
+  const { bits, groupSize = 0, zeroPoints = false } = format;
+  if (bits !== 16 && bits !== 8 && bits !== 4) {
+    throw new QkValueError(op, 'weights.bits', `must be 16, 8 or 4, got ${String(bits)}.`);
+  }
+  if (bits === 4) {
+    if (!Number.isSafeInteger(groupSize) || groupSize < 8 || (groupSize & (groupSize - 1)) !== 0) {
+      throw new QkValueError(
+        op,
+        'weights.groupSize',
+        `must be a power of two ≥ 8 for INT4, got ${String(groupSize)}.`,
+      );
+    }
+  } else if (groupSize !== 0 || zeroPoints) {
+    throw new QkValueError(
+      op,
+      'weights',
+      `groupSize and zeroPoints apply to INT4 weights only (bits is ${bits}).`,
+    );
+  }
+  if (typeof zeroPoints !== 'boolean') {
+    throw new QkValueError(op, 'weights.zeroPoints', `must be a boolean, got ${String(zeroPoints)}.`);
+  }
+  return { bits, groupSize: bits === 4 ? groupSize : 0, zeroPoints };
 }
 
 /** Checks a launch's sampling parameters (the binding checks them again), naming the field at fault. */
@@ -281,7 +354,11 @@ export class Qwen3Megakernel {
     const b = megakernelBinding(op);
     const plan = megakernelPlan(spec, tuning);
     if (!plan.supported) {
-      throw new QkValueError(op, 'spec', `these sizes are not served by the megakernel: ${plan.reason}.`);
+      throw new QkValueError(
+        op,
+        'spec',
+        `this model is not served by the megakernel: ${plan.reason}; the layered engine runs it (engine "layered").`,
+      );
     }
     this.plan = plan;
     const { hidden, qHeads, kvHeads, ffn, layers, vocab, maxContext } = spec;
@@ -293,58 +370,108 @@ export class Qwen3Megakernel {
       );
     }
     const vocabLimit = spec.vocabLimit ?? vocab;
-    const all: [string, Tensor, number[]][] = [
-      ['embed', spec.embed, [vocab, hidden]],
-      ['finalNorm', spec.finalNorm, [hidden]],
-      ['lmHead', spec.lmHead, [vocab, hidden]],
+    const format = weightsArg(op, spec.weights);
+    const all: [string, Tensor, number[], DType][] = [
+      ['embed', spec.embed, [vocab, hidden], 'bf16'],
+      ['finalNorm', spec.finalNorm, [hidden], 'bf16'],
+      ['lmHead', spec.lmHead, [vocab, hidden], 'bf16'],
     ];
+    // 18 addresses per layer: the 10 tensors, then the projections' scales and offsets (0n where there are none);
+    // taken once every tensor is checked.
+    const addresses: [number, Tensor][] = [];
     spec.layerTensors.forEach((l, i) => {
       const at = `layerTensors[${i}].`;
       all.push(
-        [`${at}inputNorm`, l.inputNorm, [hidden]],
-        [`${at}qkv`, l.qkv, [(qHeads + 2 * kvHeads) * HEAD_DIM, hidden]],
-        [`${at}qNorm`, l.qNorm, [HEAD_DIM]],
-        [`${at}kNorm`, l.kNorm, [HEAD_DIM]],
-        [`${at}o`, l.o, [hidden, qHeads * HEAD_DIM]],
-        [`${at}postNorm`, l.postNorm, [hidden]],
-        [`${at}gateUp`, l.gateUp, [2 * ffn, hidden]],
-        [`${at}down`, l.down, [hidden, ffn]],
-        [`${at}kCache`, l.kCache, [maxContext, kvHeads, HEAD_DIM]],
-        [`${at}vCache`, l.vCache, [maxContext, kvHeads, HEAD_DIM]],
+        [`${at}inputNorm`, l.inputNorm, [hidden], 'bf16'],
+        [`${at}qNorm`, l.qNorm, [HEAD_DIM], 'bf16'],
+        [`${at}kNorm`, l.kNorm, [HEAD_DIM], 'bf16'],
+        [`${at}postNorm`, l.postNorm, [hidden], 'bf16'],
+        [`${at}kCache`, l.kCache, [maxContext, kvHeads, HEAD_DIM], 'bf16'],
+        [`${at}vCache`, l.vCache, [maxContext, kvHeads, HEAD_DIM], 'bf16'],
       );
+      const projections: [string, MegakernelProjection, number, number, number][] = [
+        ['qkv', l.qkv, (qHeads + 2 * kvHeads) * HEAD_DIM, hidden, 1],
+        ['o', l.o, hidden, qHeads * HEAD_DIM, 4],
+        ['gateUp', l.gateUp, 2 * ffn, hidden, 6],
+        ['down', l.down, hidden, ffn, 7],
+      ];
+      projections.forEach(([name, p, rows, k, slot], j) => {
+        const base = i * 18;
+        if (format.bits === 16) {
+          if (!(p instanceof Tensor)) {
+            throw new QkValueError(op, `${at}${name}`, 'must be a bf16 tensor: spec.weights says bf16.');
+          }
+          all.push([`${at}${name}`, p, [rows, k], 'bf16']);
+          addresses.push([base + slot, p]);
+          return;
+        }
+        if (p instanceof Tensor) {
+          throw new QkValueError(
+            op,
+            `${at}${name}`,
+            `must be quantized ({ qweight, scales }): spec.weights says INT${format.bits}.`,
+          );
+        }
+        const groups = format.bits === 4 ? k / format.groupSize : 0;
+        if (format.bits === 4 && !Number.isInteger(groups)) {
+          throw new QkValueError(
+            op,
+            'weights.groupSize',
+            `must divide every projection's width; ${k} is not a multiple of ${format.groupSize}.`,
+          );
+        }
+        all.push(
+          format.bits === 8
+            ? [`${at}${name}.qweight`, p.qweight, [rows, k], 'i8']
+            : [`${at}${name}.qweight`, p.qweight, [rows, k / 2], 'u8'],
+          [`${at}${name}.scales`, p.scales, format.bits === 8 ? [rows] : [rows, groups], 'f32'],
+        );
+        addresses.push([base + slot, p.qweight]);
+        addresses.push([base + 10 + j, p.scales]);
+        if (format.zeroPoints) {
+          if (p.offsets === undefined) {
+            throw new QkValueError(
+              op,
+              `${at}${name}.offsets`,
+              'must be given: spec.weights has zero points.',
+            );
+          }
+          all.push([`${at}${name}.offsets`, p.offsets, [rows, groups], 'bf16']);
+          addresses.push([base + 14 + j, p.offsets]);
+        } else if (p.offsets !== undefined) {
+          throw new QkValueError(
+            op,
+            `${at}${name}.offsets`,
+            'must be absent: spec.weights has no zero points.',
+          );
+        }
+      });
+      const own: [number, Tensor][] = [
+        [0, l.inputNorm],
+        [2, l.qNorm],
+        [3, l.kNorm],
+        [5, l.postNorm],
+        [8, l.kCache],
+        [9, l.vCache],
+      ];
+      for (const [j, t] of own) addresses.push([i * 18 + j, t]);
     });
-    for (const [name, t, shape] of all) {
+    for (const [name, t, shape, dtype] of all) {
       if (t.disposed) throw new QkDisposedError(`${op}: ${name}`);
       if (t.device !== 'cuda') throw new QkDeviceError(`${name} must be a CUDA tensor.`, op);
-      if (t.dtype !== 'bf16') {
+      if (t.dtype !== dtype) {
         throw new QkDtypeError({
           op,
           arg: name,
-          expected: 'bf16',
+          expected: dtype,
           got: t.dtype,
-          hint: 'the megakernel runs bf16 weights',
+          hint: dtype === 'bf16' ? 'the megakernel runs bf16 models' : `spec.weights says INT${format.bits}`,
         });
       }
       checkShape(op, name, t, shape);
     }
-    const pointers = new BigUint64Array(layers * 10);
-    spec.layerTensors.forEach((l, i) => {
-      const row = [
-        l.inputNorm,
-        l.qkv,
-        l.qNorm,
-        l.kNorm,
-        l.o,
-        l.postNorm,
-        l.gateUp,
-        l.down,
-        l.kCache,
-        l.vCache,
-      ];
-      row.forEach((t, j) => {
-        pointers[i * 10 + j] = ptr(t);
-      });
-    });
+    const pointers = new BigUint64Array(layers * 18);
+    for (const [at, t] of addresses) pointers[at] = ptr(t);
     const invFreq = cudaInvFreq(HEAD_DIM, spec.ropeTheta);
     this.#state = Tensor.empty([2], 'i32', 'cuda');
     this.#result = Tensor.empty([2], 'i32', 'cuda');
@@ -378,6 +505,7 @@ export class Qwen3Megakernel {
           ptr(this.#workspace),
           this.#trace === null ? 0n : ptr(this.#trace),
           tuning,
+          format,
         ),
       );
     } catch (e) {
