@@ -48,8 +48,8 @@ export const MODEL_HELP = `Model:
   --preset NAME      random weights of a preset shape: ${Object.keys(PRESETS).join(', ')} (the text is meaningless)
                      default without --model: tiny on the cpu engine, 0.6b on a GPU engine
   --engine NAME      cpu, layered or megakernel (default: megakernel where it serves the model: an sm_90
-                     GPU, bf16, a 0.6B–8B shape; else layered with a GPU, else cpu; layered to patch
-                     modules)
+                     GPU, a 0.6B–8B shape, any --weights; else layered with a GPU, else cpu; layered to
+                     patch modules)
   --weights FORMAT   bf16 (default), int8 or int4: quantize the decoder projections at load (int4 in groups
                      of 128); a quantized checkpoint (qk model quantize, AWQ, GPTQ) loads as stored.
                      Every engine runs them; the megakernel dequantises the codes under its weight stream

@@ -2,7 +2,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultEngine } from '@qk/qwen3';
+import { defaultEngine, PRESETS } from '@qk/qwen3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { UsageError } from '../src/args.js';
 import { modelCommand } from '../src/commands/model.js';
@@ -28,6 +28,56 @@ async function run(...argv: string[]): Promise<{ code: number; out: string }> {
     vi.restoreAllMocks();
   }
 }
+
+describe('qk model quality', () => {
+  it('measures the projections and the logits of int8 and int4 against the float model, and writes JSON', async () => {
+    const src = join(root, 'tiny-quality');
+    expect((await run('init', '--preset', 'tiny', '--out', src, '--seed', '3')).code).toBe(0);
+    const json = join(root, 'quality.json');
+    const r = await run(
+      'quality',
+      src,
+      '--to',
+      'int4',
+      '--group',
+      '64',
+      '--steps',
+      '6',
+      '--engine',
+      'cpu',
+      '--json',
+      json,
+    );
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('INT4 groups of 64 on the cpu engine');
+    expect(r.out).toMatch(/\| gate \| \d+\.\d+% \| \d+\.\d+% \|/);
+    expect(r.out).toMatch(/logits over 6 teacher-forced steps: KL mean \d\.\d+e[-+]\d+ nats/);
+    const report = JSON.parse(await readFile(join(root, 'quality.json'), 'utf8'));
+    expect(report).toMatchObject({ engine: 'cpu', bits: 4, groupSize: 64 });
+    // Every projection of every layer: 7 per layer, each error a few percent (INT4), none zero or absent.
+    expect(report.projections).toHaveLength(7 * PRESETS.tiny.numLayers);
+    for (const e of report.projections) expect(e.relError).toBeGreaterThan(0.01);
+    for (const e of report.projections) expect(e.relError).toBeLessThan(0.3);
+    expect(report.logits.steps).toBe(6);
+    expect(report.logits.klMean).toBeGreaterThan(0);
+    expect(report.logits.top1).toBeGreaterThanOrEqual(0);
+    const int8 = await run('quality', src, '--to', 'int8', '--steps', '4', '--engine', 'cpu');
+    expect(int8.code).toBe(0);
+    expect(int8.out).toContain('INT8 per channel on the cpu engine');
+  });
+
+  it('refuses bad usage and quantized checkpoints', async () => {
+    const src = join(root, 'tiny-quality');
+    await expect(run('quality', src)).rejects.toThrow(/--to must be int8 or int4/);
+    await expect(run('quality', src, '--to', 'int8', '--group', '64')).rejects.toThrow(/--group applies/);
+    await expect(run('quality', src, '--to', 'int4', '--steps', '0')).rejects.toThrow(/--steps/);
+    await expect(run('quality', src, '--to', 'int4', '--engine', 'gpu')).rejects.toThrow(/--engine/);
+    await expect(run('quality', '--to', 'int4')).rejects.toThrow(UsageError);
+    const q = join(root, 'tiny-quality-int8');
+    expect((await run('quantize', src, '--to', 'int8', '--out', q)).code).toBe(0);
+    await expect(run('quality', q, '--to', 'int8', '--engine', 'cpu')).rejects.toThrow(/float checkpoint/);
+  });
+});
 
 describe('qk model quantize', () => {
   it('writes an int4 checkpoint that --model loads as stored', async () => {

@@ -147,6 +147,8 @@ export {
 } from './model.js';
 export {
   compareLogits,
+  DEFAULT_GROUP_SIZE,
+  disposeQuantizedLayers,
   type LinearError,
   type LogitAgreement,
   linearErrors,

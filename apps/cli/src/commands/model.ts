@@ -21,6 +21,7 @@ import {
 import { intOption, parse, UsageError } from '../args.js';
 import { withInterrupt } from '../model-options.js';
 import { createProgressBar, formatBytes } from '../progress.js';
+import { qualityCommand } from './model-quality.js';
 
 export const MODEL_HELP = `qk model — make and inspect Qwen3 checkpoints
 
@@ -28,12 +29,14 @@ Usage: qk model init --preset NAME --out DIR [options]
        qk model info DIR [--json]
        qk model compare DIR [--reference REF_DIR] [--engine NAME] [--json FILE]
        qk model quantize DIR --to int8|int4 [--group 128|64] --out DIR2
+       qk model quality DIR --to int8|int4 [--group 128|64] [--steps N] [--engine NAME]
 
 Commands:
   init     write a checkpoint of random weights (HF's initialisation) that transformers and qk both load
   info     print a checkpoint's config, parameter count, size and dtypes (qk model info --help)
   compare  check an engine against HF transformers' logits on the same checkpoint (qk model compare --help)
   quantize write an INT8/INT4 weight-only copy of a checkpoint (qk model quantize --help)
+  quality  what INT8/INT4 quantization does to a checkpoint: projection errors, logit KL, argmax agreement
 
 Run qk model init --help for init's options.`;
 
@@ -359,7 +362,8 @@ async function quantizeCommand(argv: string[]): Promise<number> {
 /** `qk model …`: `argv` is what follows `model`. Returns the exit code; throws `UsageError` for bad usage. */
 export async function modelCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
-  if (sub === undefined) throw new UsageError('expects a subcommand: init, info, compare or quantize');
+  if (sub === undefined)
+    throw new UsageError('expects a subcommand: init, info, compare, quantize or quality');
   if (sub === '-h' || sub === '--help' || sub === 'help') {
     console.log(MODEL_HELP);
     return 0;
@@ -368,5 +372,6 @@ export async function modelCommand(argv: string[]): Promise<number> {
   if (sub === 'info') return infoCommand(rest);
   if (sub === 'compare') return compareCommand(rest);
   if (sub === 'quantize') return quantizeCommand(rest);
-  throw new UsageError(`unknown subcommand "${sub}" (init, info, compare or quantize)`);
+  if (sub === 'quality') return qualityCommand(rest);
+  throw new UsageError(`unknown subcommand "${sub}" (init, info, compare, quantize or quality)`);
 }

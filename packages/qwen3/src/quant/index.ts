@@ -13,6 +13,7 @@ export { compareLogits, type LinearError, type LogitAgreement, linearErrors } fr
 export {
   anyLinear,
   checkWeightFormat,
+  DEFAULT_GROUP_SIZE,
   disposeQuantizedLayers,
   LINEAR_KEYS,
   type LinearKey,

@@ -34,8 +34,8 @@ function normals(seed: number, count: number): Float32Array {
 }
 
 /**
- * Runs every quantized projection and its float original on the same `rows` random normal input rows and returns
- * `‖y_q − y‖ / ‖y‖` per projection.
+ * Runs every quantized projection and its float original on the same `rows` random normal input rows (float32, on
+ * the weights' device) and returns `‖y_q − y‖ / ‖y‖` per projection.
  */
 export function linearErrors(
   weights: Qwen3Weights,
@@ -48,11 +48,13 @@ export function linearErrors(
     for (const key of LINEAR_KEYS) {
       const w = layer[key];
       const n = w.shape[1]!;
-      const x = Tensor.fromStorage(
+      const host = Tensor.fromStorage(
         normals(seed + i * 31 + LINEAR_KEYS.indexOf(key), rows * n),
         [rows, n],
         'f32',
       );
+      const x = w.device === 'cpu' ? host : host.to(w.device);
+      if (x !== host) host.dispose();
       const wf = w.dtype === 'f32' ? w : w.to('f32');
       const ref = linear(x, wf as Tensor<'f32'>);
       const got = quantLinear(x, quantized[i]![key]);
