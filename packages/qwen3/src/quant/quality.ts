@@ -60,8 +60,11 @@ export function linearErrors(
       const got = quantLinear(x, quantized[i]![key]);
       let num = 0;
       let den = 0;
-      const r = ref.data;
-      const g = got.data;
+      // (read on the host: the weights may be on the GPU)
+      const refHost = ref.device === 'cpu' ? ref : ref.to('cpu');
+      const gotHost = got.device === 'cpu' ? got : got.to('cpu');
+      const r = refHost.data;
+      const g = gotHost.data;
       for (let j = 0; j < r.length; j++) {
         num += (g[j]! - r[j]!) ** 2;
         den += r[j]! ** 2;
@@ -72,7 +75,7 @@ export function linearErrors(
         key,
         relError: Math.sqrt(num / Math.max(den, 1e-300)),
       });
-      for (const t of [x, ref, got]) t.dispose();
+      for (const t of new Set([x, ref, got, refHost, gotHost])) t.dispose();
       if (wf !== w) wf.dispose();
     }
   });
