@@ -63,7 +63,7 @@ describe('qk model', () => {
   });
 
   it('refuses bad usage with a UsageError that says what is wrong', async () => {
-    expect(await usage()).toMatch(/subcommand: init, info, compare or quantize/);
+    expect(await usage()).toMatch(/subcommand: init, info, compare, quantize or quality/);
     expect(await usage('frob')).toMatch(/unknown subcommand "frob"/);
     expect(await usage('init', '--out', root)).toMatch(/--preset is required/);
     expect(await usage('init', '--preset', '7b', '--out', root)).toMatch(/unknown preset "7b".*0\.6b/);
