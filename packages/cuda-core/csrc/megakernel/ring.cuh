@@ -163,7 +163,6 @@ __device__ __forceinline__ void ring_next(RingPos& p, int slots) {
 // ---------------------------------------------------------------------------------------------------------------
 // Producer: the block's weight tiles of every step, in consumption order.
 
-
 /** The claim counter of a GEMV stage (layer −1: the LM head) in the counter set of `epoch`. */
 __device__ __forceinline__ unsigned* claim_counter(unsigned* sync, unsigned epoch, int layer, int stage) {
   return sync + kClaimCounters + (epoch & 1) * kClaimsPerSet +
