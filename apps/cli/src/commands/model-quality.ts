@@ -97,7 +97,11 @@ function parseFormat(to: string | undefined): 8 | 4 {
   throw new UsageError(`--to must be int8 or int4, got ${to === undefined ? 'nothing' : shownValue(to)}`);
 }
 
-async function loadFloat(
+/**
+ * The weights of checkpoint `dir` where `engine` runs (its device and dtype), with a progress bar labelled `what` and
+ * Ctrl-C handling (qk model compare and quality).
+ */
+export async function loadCheckpointWeights(
   dir: string,
   config: Qwen3Config,
   engine: EngineName,
@@ -165,14 +169,14 @@ export async function qualityCommand(argv: string[]): Promise<number> {
   let reference: Engine | undefined;
   let candidate: Engine | undefined;
   try {
-    const base = await loadFloat(dir, config, engineName, 'float');
+    const base = await loadCheckpointWeights(dir, config, engineName, 'float');
     try {
       reference = createEngine(engineName, config, base, { maxContext });
     } catch (e) {
       disposeWeights(base);
       throw e;
     }
-    const floats = await loadFloat(dir, config, engineName, `${values.to}`);
+    const floats = await loadCheckpointWeights(dir, config, engineName, `${values.to}`);
     let quantized: QuantizedLayer[] | undefined;
     let projections: LinearError[];
     try {

@@ -10,7 +10,6 @@ import {
   describeCheckpoint,
   ENGINE_PLACEMENT,
   isPresetName,
-  loadWeights,
   PRESETS,
   type Qwen3Config,
   quantizeCheckpoint,
@@ -21,7 +20,7 @@ import {
 import { intOption, parse, UsageError } from '../args.js';
 import { withInterrupt } from '../model-options.js';
 import { createProgressBar, formatBytes } from '../progress.js';
-import { qualityCommand } from './model-quality.js';
+import { loadCheckpointWeights, qualityCommand } from './model-quality.js';
 
 export const MODEL_HELP = `qk model — make and inspect Qwen3 checkpoints
 
@@ -273,16 +272,7 @@ async function compareCommand(argv: string[]): Promise<number> {
   const engineName = values.engine ?? defaultEngine(config);
   const placement = ENGINE_PLACEMENT[engineName];
   checkEngineAvailable(engineName, 'model compare', { config, dtype: placement.dtype });
-  const bar = createProgressBar(`loading ${dir} (${engineName})`);
-  const weights = await withInterrupt((signal) =>
-    loadWeights(dir, config, {
-      dtype: placement.dtype,
-      device: placement.device,
-      signal,
-      onProgress: (p) => bar.update(p.loadedBytes, p.totalBytes),
-    }),
-  );
-  bar.finish();
+  const weights = await loadCheckpointWeights(dir, config, engineName, engineName);
   const maxContext = reference.promptIds.length + reference.greedyIds.length;
   // No vocabLimit: HF's logits cover the whole vocabulary, and so must ours.
   const engine = createEngine(engineName, config, weights, { maxContext });
