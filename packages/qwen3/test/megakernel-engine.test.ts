@@ -24,24 +24,14 @@ import { pickToken } from '../src/engine/sampling.js';
 import { QkContextError, QkNonFiniteError } from '../src/errors.js';
 import type { Engine, Qwen3Config, SamplingParams } from '../src/types.js';
 import { argmaxOf as argmax, closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
-import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+import { MEGAKERNEL_SMALL, randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
 useCudaBackend(cudaCore);
 const hopper = cudaAvailable() && cudaDeviceInfo().computeCapability.major >= 9;
 
 /** Head size 128 configs: groups of 2 (untied), 4 (tied, odd vocab), 1 (MHA, odd hidden multiple of 8). */
 const CONFIGS: [string, Qwen3Config][] = [
-  [
-    'GQA 2, untied',
-    smallConfig({
-      hiddenSize: 256,
-      numHeads: 4,
-      numKvHeads: 2,
-      headDim: 128,
-      intermediateSize: 384,
-      vocabSize: 1000,
-    }),
-  ],
+  ['GQA 2, untied', MEGAKERNEL_SMALL],
   [
     'GQA 4, tied, odd vocab',
     smallConfig({

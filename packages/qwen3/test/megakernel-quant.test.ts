@@ -15,24 +15,14 @@ import type { MegakernelTuning } from '../src/engine/megakernel/tuning.js';
 import type { Engine, Qwen3Config } from '../src/types.js';
 import { argmaxOf, closenessOf, toCuda, logitTrace as trace } from './support/engine-checks.js';
 import { type QuantFormat, quantized } from './support/quantized-model.js';
-import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+import { MEGAKERNEL_SMALL, randomIds, randomWeights, smallConfig } from './support/random-model.js';
 
 useCudaBackend(cudaCore);
 const hopper = cudaAvailable() && cudaDeviceInfo().computeCapability.major >= 9;
 
 /** Head size 128 (the megakernel's); widths that two INT4 groups of 64 (four of 32) divide. */
 const CONFIGS: [string, Qwen3Config][] = [
-  [
-    'GQA 2, untied',
-    smallConfig({
-      hiddenSize: 256,
-      numHeads: 4,
-      numKvHeads: 2,
-      headDim: 128,
-      intermediateSize: 384,
-      vocabSize: 1000,
-    }),
-  ],
+  ['GQA 2, untied', MEGAKERNEL_SMALL],
   [
     'GQA 4, tied, odd vocab, 3 layers',
     smallConfig({

@@ -30,7 +30,7 @@ import { disposeFloatWeights } from '../src/quant/quantize.js';
 import type { Engine, Qwen3Weights, SamplingParams } from '../src/types.js';
 import { editTensorBytes } from './support/checkpoint-edit.js';
 import { argmaxOf, toCuda } from './support/engine-checks.js';
-import { randomIds, randomWeights, smallConfig } from './support/random-model.js';
+import { MEGAKERNEL_SMALL, randomIds, randomWeights } from './support/random-model.js';
 import { stubTokenizer } from './support/stub-tokenizer.js';
 
 useCudaBackend(cudaCore);
@@ -38,14 +38,7 @@ const gpu = cudaAvailable();
 const hopper = gpu && cudaDeviceInfo().computeCapability.major >= 9;
 
 /** Head size 128 (the megakernel's), untied: an embedding row is not an LM-head row. */
-const CONFIG = smallConfig({
-  hiddenSize: 256,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 128,
-  intermediateSize: 384,
-  vocabSize: 1000,
-});
+const CONFIG = MEGAKERNEL_SMALL;
 
 const BF16_NAN = 0x7fc0;
 const BF16_INF = 0x7f80;

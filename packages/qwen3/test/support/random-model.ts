@@ -24,6 +24,19 @@ export function smallConfig(overrides: Partial<Qwen3Config> = {}): Qwen3Config {
 }
 
 /**
+ * The smallest shape the megakernel serves: head size 128, 4 query heads in groups of 2, hidden 256, FFN 384, an
+ * untied LM head over 1,000 ids (widths that INT4 groups of up to 64, and of 32 with zero points, cut into pairs).
+ */
+export const MEGAKERNEL_SMALL: Qwen3Config = smallConfig({
+  hiddenSize: 256,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 128,
+  intermediateSize: 384,
+  vocabSize: 1000,
+});
+
+/**
  * Random weights for `config`: projections ~ N(0, 0.08²)-ish scaled by fan-in, norms around 1 (never exactly 1,
  * so a norm applied with the wrong weight shows up), an embedding of unit scale.
  */
