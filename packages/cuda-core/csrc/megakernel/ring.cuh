@@ -18,7 +18,6 @@ struct StageShape {
   int64_t k;              // columns
   int64_t up_offset;      // gate/up only: rows between a gate row and its up row
   int rows_per_unit;      // 1, or 2 for gate/up
-  int bits;               // 16 (bf16), 8 or 4 (the LM head and its screen: 16)
   int row_bytes;          // codes per row (the screen: its whole row)
   int groups;             // INT4: scales (and offsets) per row; else 0
 };
@@ -106,9 +105,9 @@ __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int l
   if (layer < 0) {  // the LM head, or its int8 screen (rows of hidden + 16 bytes, streamed as if bf16 of half the width)
     const int64_t sb = megakernel_screen_row_bytes(d.hidden);
     if (a.lm_screen != nullptr)
-      return {static_cast<const uint8_t*>(a.lm_screen), nullptr, nullptr, d.vocab, sb / 2, 0, 1, 16,
-              static_cast<int>(sb), 0};
-    return {static_cast<const uint8_t*>(a.lm_head), nullptr, nullptr, d.vocab, d.hidden, 0, 1, 16,
+      return {static_cast<const uint8_t*>(a.lm_screen), nullptr, nullptr, d.vocab, sb / 2, 0, 1, static_cast<int>(sb),
+              0};
+    return {static_cast<const uint8_t*>(a.lm_head), nullptr, nullptr, d.vocab, d.hidden, 0, 1,
             static_cast<int>(2 * d.hidden), 0};
   }
   const MegakernelLayer& L = a.layers[layer];
@@ -136,7 +135,7 @@ __device__ __forceinline__ StageShape stage_shape(const MegakernelArgs& a, int l
   const int row_bytes = static_cast<int>(bits == 16 ? 2 * k : bits == 8 ? k : k / 2);
   return {static_cast<const uint8_t*>(w), static_cast<const float*>(L.scales[g]),
           bits == 4 && d.zero_points != 0 ? static_cast<const bf16*>(L.offsets[g]) : nullptr,
-          units, k, up, per, bits, row_bytes, groups};
+          units, k, up, per, row_bytes, groups};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
