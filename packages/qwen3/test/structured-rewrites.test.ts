@@ -6,7 +6,9 @@
  */
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { toolCallSpec } from '../src/chat/tools.js';
 import { PRESETS } from '../src/config.js';
+import { GrammarConstraint } from '../src/structured/constraint.js';
 import { boundedStringEbnf, fragmentGrammar, integerRangeEbnf, patternEbnf } from '../src/structured/ebnf.js';
 import {
   CHEAP_STRING_RULE,
@@ -16,9 +18,10 @@ import {
   XGRAMMAR_STRING_RULE,
 } from '../src/structured/grammar.js';
 import { grammarTarget, structuredSpec } from '../src/structured/index.js';
+import type { JsonSchema } from '../src/structured/schema.js';
 import { loadXGrammar } from '../src/structured/xgrammar.js';
 import { loadTokenizer } from '../src/tokenizer/index.js';
-import type { Qwen3Tokenizer } from '../src/types.js';
+import type { Qwen3Tokenizer, ToolDefinition } from '../src/types.js';
 import { allowedIds } from './support/constrained-sampler.js';
 import { seededRandom } from './support/random-schema.js';
 
@@ -42,10 +45,11 @@ const JSON_STRING = /^"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9A-Fa-f]{4})*"
 type Compiled = Awaited<ReturnType<typeof compileGrammar>>;
 
 /**
- * One random path through two compiled forms of one language (xgrammar's `a`, our rewrite `b`) in lockstep, from
- * fresh matchers: at each of up to `maxSteps` steps the two token masks must be equal word for word; `next` gets the
- * ids the mask allows, the ids so far and the step's label, and returns the id both must accept, or null to end the
- * path (after checking the finished text). Returns the steps whose masks were compared.
+ * One random path through two compiled forms of one language (xgrammar's `a`, our rewrite `b`) in lockstep, each
+ * through the constraint a generation uses (with its UTF-8 and length-site narrowing): at each of up to `maxSteps`
+ * steps the two token masks must be equal word for word; `next` gets the ids the mask allows, the ids so far and
+ * the step's label, and returns the id both must accept, or null to end the path (after checking the finished
+ * text). Returns the steps whose masks were compared.
  */
 async function walkInLockstep(
   a: Compiled,
@@ -54,13 +58,14 @@ async function walkInLockstep(
   label: string,
   next: (allowed: number[], ids: readonly number[], where: string) => number | null,
 ): Promise<number> {
-  const ma = await a.instance.api.GrammarMatcher.createGrammarMatcher(a.grammar, [...a.stopIds]);
-  const mb = await b.instance.api.GrammarMatcher.createGrammarMatcher(b.grammar, [...b.stopIds]);
+  const ca = await GrammarConstraint.create(a, 'a');
+  const cb = await GrammarConstraint.create(b, 'b');
   const ids: number[] = [];
   let steps = 0;
   try {
     for (let step = 0; step < maxSteps; step++) {
-      const [maskA, maskB] = [await ma.getNextTokenBitmask(), await mb.getNextTokenBitmask()];
+      await Promise.all([ca.ready(), cb.ready()]);
+      const [maskA, maskB] = [ca.nextMask(), cb.nextMask()];
       const where = `${label}, after ${JSON.stringify(tokenizer.decode(ids))}`;
       expect(maskB.length, where).toBe(maskA.length);
       const differs = maskA.findIndex((word, i) => word !== maskB[i]);
@@ -68,13 +73,13 @@ async function walkInLockstep(
       steps++;
       const id = next(allowedIds(maskA, maskA.length * 32), ids, where);
       if (id === null) break;
-      expect(ma.acceptToken(id), where).toBe(true);
-      expect(mb.acceptToken(id), where).toBe(true);
+      ca.accept(id);
+      cb.accept(id);
       ids.push(id);
     }
   } finally {
-    ma.dispose();
-    mb.dispose();
+    ca.dispose();
+    cb.dispose();
   }
   return steps;
 }
@@ -299,6 +304,7 @@ describe('patterns', () => {
     ['^\\.[_a-z]*$', ['._', '.a_b', '..']],
     ['^(?:x|y|)z{0,17}$', ['z'.repeat(17), `x${'z'.repeat(17)}`, 'z'.repeat(18)]],
     ['^[^a-c"\\\\\\u0000-\\u001f]{2,9}\\w{3}$', ['zzzzzzzzz___', 'é中x___', 'zzzzzzzzzz___']],
+    ['^[A-Z]{2}-\\d{1,6}$', ['AB-1', 'AB-123456', 'AB-1234567', 'AB-']],
   ];
 
   it('leave patterns outside the subset to xgrammar', () => {
@@ -391,4 +397,157 @@ describe('patterns', () => {
       }
     }
   }, 240_000);
+});
+
+describe('length sites (sites.ts)', () => {
+  const stringTool = (name: string, maxLength: number): ToolDefinition => ({
+    type: 'function',
+    function: {
+      name,
+      parameters: {
+        type: 'object',
+        properties: {
+          city: { type: 'string', maxLength },
+          code: { type: 'string', pattern: '^[a-z][a-z0-9-]{0,5}$' },
+          note: { type: 'string', minLength: 2, maxLength: 4 },
+        },
+        required: ['city', 'code', 'note'],
+        additionalProperties: false,
+      },
+    },
+  });
+
+  it('are kept where one count applies: not beside another string in an anyOf, nor in definitions', async () => {
+    const sitesOf = async (schema: JsonSchema) => {
+      const spec = structuredSpec('test', { schema }) as never;
+      return (await compileGrammar('test', 'schema', spec, target)).sites?.sites.length ?? 0;
+    };
+    const bounded = { type: 'string', maxLength: 5 };
+    expect(await sitesOf(bounded)).toBe(1);
+    expect(await sitesOf({ type: ['string', 'null'], maxLength: 5 })).toBe(1);
+    expect(await sitesOf({ anyOf: [bounded, { type: 'integer' }] })).toBe(1);
+    expect(await sitesOf({ anyOf: [bounded, { type: 'string', maxLength: 9 }] })).toBe(0);
+    expect(await sitesOf({ anyOf: [bounded, { enum: ['a', 1] }] })).toBe(0);
+    expect(
+      await sitesOf({ $defs: { b: bounded }, type: 'object', properties: { x: { $ref: '#/$defs/b' } } }),
+    ).toBe(0);
+    // One mark per distinct shape: three places, two shapes.
+    expect(
+      await sitesOf({
+        type: 'object',
+        properties: {
+          a: bounded,
+          b: { type: 'array', items: bounded },
+          c: { type: 'string', minLength: 1, maxLength: 5 },
+        },
+      }),
+    ).toBe(2);
+    // Without marks, every count is in the grammar.
+    const spec = structuredSpec('test', { schema: bounded }) as never;
+    expect(
+      (await compileGrammar('test', 'schema', spec, target, { lengthSites: false })).sites,
+    ).toBeUndefined();
+  });
+
+  it('give the masks of the grammar with every count written, through tool calls, thinking and free text', async () => {
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const stopIds = new Set(tokenizer.stopIds);
+    const [thinkEnd] = tokenizer.encode('</think>');
+    const [callOpen] = tokenizer.encode('<tool_call>');
+    const quoting = new Set(target.vocabulary.pieces.flatMap((p, id) => (p.includes('"') ? [id] : [])));
+    // Pieces of non-ASCII bytes (byte-level letters from U+0100 up): characters split across pieces.
+    const wide = new Set(
+      target.vocabulary.pieces.flatMap((p, id) =>
+        /[\u0100-\uffff]/.test(p) && !p.startsWith('\u0120') ? [id] : [],
+      ),
+    );
+    let sitesSeen = 0;
+    let steps = 0;
+    for (const [choice, thinking] of [
+      ['required', true],
+      ['auto', false],
+      ['required', false],
+    ] as const) {
+      const tools = [stringTool('get_city', 3 + Math.floor(rand() * 10)), stringTool('find', 1)];
+      const spec = toolCallSpec('test', tools, choice, thinking)!;
+      const a = await compileGrammar('test', 'tools', spec, target, { lengthSites: false });
+      const b = await compileGrammar('test', 'tools', spec, target);
+      expect(a.sites).toBeUndefined();
+      sitesSeen += b.sites?.sites.length ?? 0;
+      for (let w = 0; w < 4; w++) {
+        steps += await walkInLockstep(
+          a,
+          b,
+          80,
+          `seed ${seed}, ${choice}, thinking ${thinking}`,
+          (allowed, ids, where) => {
+            const going = allowed.filter((id) => !stopIds.has(id));
+            if (going.length === 0) {
+              expect(tokenizer.decode(ids), where).not.toContain('\ufffd');
+              return null;
+            }
+            const r = rand();
+            for (const special of [thinkEnd, callOpen])
+              if (going.includes(special!) && r < 0.3) return special!;
+            const pools = [going.filter((id) => quoting.has(id)), going.filter((id) => wide.has(id)), going];
+            const from = pools[Math.floor(rand() * 3)]!;
+            return (from.length > 0 ? from : going)[
+              Math.floor(rand() * (from.length > 0 ? from : going).length)
+            ]!;
+          },
+        );
+      }
+    }
+    expect(sitesSeen).toBeGreaterThan(0);
+    expect(steps).toBeGreaterThan(300);
+  }, 240_000);
+
+  it('never let a piece break a character: no surrogates, no cut or overlong sequences (xgrammar takes them)', async () => {
+    const seed = Math.floor(Math.random() * 1e9);
+    const rand = seededRandom(seed);
+    const schema: JsonSchema = {
+      type: 'object',
+      properties: { s: { type: 'string', maxLength: 6 }, t: { type: 'string' } },
+    };
+    const spec = structuredSpec('test', { schema }) as never;
+    const compiled = await compileGrammar('test', 'schema', spec, target);
+    const byte = (b: number) => compiled.pieces.byteId(b);
+    // After the lead byte of a surrogate's range (ED), only pieces starting 80–9F may follow.
+    const constraint = await GrammarConstraint.create(compiled, 'schema');
+    for (const id of tokenizer.encode('{"s": "')) constraint.accept(id);
+    await constraint.ready();
+    constraint.accept(byte(0xed));
+    await constraint.ready();
+    const after = allowedIds(constraint.nextMask(), config.vocabSize);
+    expect(after.length).toBeGreaterThan(0);
+    for (const id of after) {
+      const first = compiled.pieces.bytes(id)![0]!;
+      expect(first >= 0x80 && first <= 0x9f, `piece ${id} after ED`).toBe(true);
+    }
+    expect(after).not.toContain(byte(0xa0));
+    constraint.dispose();
+    // Random paths that favour single bytes: every text decodes without U+FFFD and validates.
+    const singles = new Set(Array.from({ length: 256 }, (_, b) => byte(b)));
+    const ajv = new Ajv({ strict: false });
+    for (let w = 0; w < 12; w++) {
+      const c = await GrammarConstraint.create(compiled, 'schema');
+      const ids: number[] = [];
+      for (let step = 0; step < 160 && !c.isComplete(); step++) {
+        await c.ready();
+        const allowed = allowedIds(c.nextMask(), config.vocabSize).filter((id) => !tokenizer.stopIds.has(id));
+        if (allowed.length === 0) break;
+        const few = allowed.filter((id) => singles.has(id));
+        const from = few.length > 0 && rand() < 0.7 ? few : allowed;
+        const id = from[Math.floor(rand() * from.length)]!;
+        c.accept(id);
+        ids.push(id);
+      }
+      const text = tokenizer.decode(ids);
+      // A path cut short may end inside a character; nowhere else may a byte stand alone.
+      expect(c.isComplete() ? text : text.replace(/\ufffd+$/, ''), `seed ${seed}`).not.toContain('\ufffd');
+      if (c.isComplete()) expect(ajv.validate(schema, JSON.parse(text)), `seed ${seed}: ${text}`).toBe(true);
+      c.dispose();
+    }
+  }, 120_000);
 });

@@ -13,6 +13,7 @@ import type { GrammarMatcher } from '@mlc-ai/web-xgrammar';
 import { QkValueError } from '@qk/ops';
 import { maskAllows, maskWords, type TokenConstraint } from '../generation/constraint.js';
 import type { Compiled } from './grammar.js';
+import { type CompiledSites, type LengthSite, type SiteTable, utf8After, utf8Completion } from './sites.js';
 
 /** The synchronous parts of xgrammar's matcher binding (present on every 0.1.x build). */
 interface MatcherBinding {
@@ -48,11 +49,22 @@ export class GrammarConstraint implements TokenConstraint {
   #pending: Promise<void> | undefined;
   /** Masks served by the prefetch and by the synchronous fallback (see the file comment). */
   #served = { prefetched: 0, synchronous: 0 };
+  /** The grammar's length sites (sites.ts), if it has any. */
+  readonly #sites: CompiledSites | undefined;
+  /** Characters written since the last quote: a site's content so far. */
+  #sinceQuote = 0;
+  /** Inside a length site: the pieces that keep its count in bounds, ANDed into the current state's mask. */
+  #lengthMask: Uint32Array | undefined;
+  /** The text's UTF-8 state (`utf8After`): pieces may end inside a character. */
+  #utf8 = 0;
+  readonly #pieces: SiteTable;
 
   private constructor(matcher: GrammarMatcher, compiled: Compiled, label: string) {
     this.#matcher = matcher;
     this.#vocabSize = compiled.vocabSize;
     this.#label = label;
+    this.#sites = compiled.sites;
+    this.#pieces = compiled.pieces;
     this.#stopId = compiled.stopIds.find((id) => id < compiled.vocabSize);
     this.#stopMask = new Uint32Array(maskWords(compiled.vocabSize));
     for (const id of compiled.stopIds) {
@@ -72,6 +84,7 @@ export class GrammarConstraint implements TokenConstraint {
     );
     const constraint = new GrammarConstraint(matcher, compiled, label);
     matchers.register(constraint, matcher, constraint);
+    constraint.#locateSite();
     constraint.#setMask(await matcher.getNextTokenBitmask());
     return constraint;
   }
@@ -113,6 +126,11 @@ export class GrammarConstraint implements TokenConstraint {
     this.#state++;
     this.#mask = undefined;
     if (this.#matcher.isTerminated()) return;
+    this.#utf8 = utf8After(this.#utf8, this.#pieces.bytes(token));
+    if (this.#sites !== undefined) {
+      this.#sinceQuote = this.#sites.table.advance(this.#sinceQuote, token);
+      this.#locateSite();
+    }
     if (this.#canEnd()) {
       // The text may be complete: read the mask now, so isComplete() can tell before the next step whether
       // anything but a stop token may follow. Rare (the end of the text, or a number that may go on).
@@ -123,9 +141,100 @@ export class GrammarConstraint implements TokenConstraint {
 
   /** Whether a stop token could be accepted now: tried on the matcher and rolled back. */
   #canEnd(): boolean {
-    if (this.#stopId === undefined || !this.#matcher.acceptToken(this.#stopId)) return false;
+    return this.#stopId !== undefined && this.#takes(this.#stopId);
+  }
+
+  /** Whether the matcher would accept `id` now (tried and rolled back). */
+  #takes(id: number): boolean {
+    if (!this.#matcher.acceptToken(id)) return false;
     this.#matcher.rollBack(1);
     return true;
+  }
+
+  /** The length site whose string the matcher is in, or `undefined` (sites.ts: the marks tried). */
+  #siteHere(sites: CompiledSites): LengthSite | undefined {
+    if (this.#takes(sites.freeTextId)) return undefined;
+    let inside: LengthSite | undefined;
+    for (const site of sites.sites) {
+      if (!this.#takes(site.markId)) continue;
+      if (inside !== undefined) {
+        throw new QkValueError(
+          'constrained generation',
+          this.#label,
+          'is inside two length-bounded strings at once; this is a bug in qk, please report it with the schema.',
+        );
+      }
+      inside = site;
+    }
+    return inside;
+  }
+
+  /**
+   * Sets the length mask of the site the matcher is in, if any. Text that ends inside a character (pieces split
+   * UTF-8) is completed first with continuation bytes the matcher takes: no mark is taken mid-character.
+   */
+  #locateSite(): void {
+    this.#lengthMask = undefined;
+    const sites = this.#sites;
+    if (sites === undefined || this.#matcher.isTerminated()) return;
+    const finish = utf8Completion(this.#utf8);
+    const inside = finish.length === 0 ? this.#siteHere(sites) : this.#siteAfter(finish, sites);
+    if (inside !== undefined) {
+      this.#lengthMask = sites.table.lengthMask(inside.lo - this.#sinceQuote, inside.hi - this.#sinceQuote);
+    }
+  }
+
+  /**
+   * Clears from `mask` the pieces that would open a length site inside them and break its bounds there: each piece
+   * whose text after a quote could (`risky`) is spelt byte by byte up to each of its quotes on the matcher, which says
+   * whether that quote opened a site; texts up to a quote shared by several pieces are spelt once.
+   */
+  #dropBreaking(mask: Uint32Array, sites: CompiledSites): void {
+    const { table, risky } = sites;
+    const opened = new Map<string, LengthSite | null>();
+    for (let w = 0; w < mask.length; w++) {
+      let bits = mask[w]! & risky[w]!;
+      while (bits !== 0) {
+        const bit = 31 - Math.clz32(bits & -bits);
+        bits &= bits - 1;
+        if (!this.#keepsBounds(table.bytes(w * 32 + bit)!, sites, opened)) mask[w]! &= ~(1 << bit);
+      }
+    }
+  }
+
+  /** Whether every site the text `bytes` opens keeps its bounds within it (see {@link #dropBreaking}). */
+  #keepsBounds(bytes: Uint8Array, sites: CompiledSites, opened: Map<string, LengthSite | null>): boolean {
+    for (let q = bytes.indexOf(0x22); q >= 0; ) {
+      const next = bytes.indexOf(0x22, q + 1);
+      const key = String.fromCharCode(...bytes.subarray(0, q + 1));
+      let site = opened.get(key);
+      if (site === undefined) {
+        site = this.#siteAfter(bytes.subarray(0, q + 1), sites) ?? null;
+        opened.set(key, site);
+      }
+      if (site !== null) {
+        let chars = 0;
+        for (let i = q + 1; i < (next < 0 ? bytes.length : next); i++)
+          if ((bytes[i]! & 0xc0) !== 0x80) chars++;
+        if (chars > site.hi || (next >= 0 && chars < site.lo)) return false;
+      }
+      q = next;
+    }
+    return true;
+  }
+
+  /** The site the matcher would be in after `bytes`, spelt through single-byte pieces and rolled back. */
+  #siteAfter(bytes: Uint8Array, sites: CompiledSites): LengthSite | undefined {
+    let taken = 0;
+    try {
+      for (const b of bytes) {
+        if (!this.#matcher.acceptToken(sites.table.byteId(b))) return undefined;
+        taken++;
+      }
+      return this.#siteHere(sites);
+    } finally {
+      if (taken > 0) this.#matcher.rollBack(taken);
+    }
   }
 
   /**
@@ -174,6 +283,11 @@ export class GrammarConstraint implements TokenConstraint {
 
   #setMask(words: Int32Array): void {
     const mask = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    const utf8 = this.#pieces.utf8Mask(this.#utf8);
+    for (let i = 0; i < mask.length; i++) mask[i]! &= utf8[i] ?? 0;
+    const lengths = this.#lengthMask;
+    if (lengths !== undefined) for (let i = 0; i < mask.length; i++) mask[i]! &= lengths[i] ?? 0;
+    if (this.#sites !== undefined) this.#dropBreaking(mask, this.#sites);
     let any = false;
     let onlyStops = true;
     for (let i = 0; i < mask.length; i++) {

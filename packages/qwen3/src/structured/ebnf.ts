@@ -474,3 +474,80 @@ export function patternEbnf(pattern: string, prefix: string): EbnfFragment | und
   };
   return { expression: `("\\"" ${emit(tree, '"\\""')})`, rules: rules.rules };
 }
+
+/**
+ * A JSON string's content as fixed single characters, then one repetition of one character class: `prefix`, then
+ * `loop` any number of times; `lo` to `hi` characters in all. Written so (see {@link lengthSiteEbnf}) the grammar
+ * engine is given the repetition unbounded and the count is held by the constraint instead (sites.ts). The
+ * repetition ends the string: any content within the count can then still be finished (more of `loop`, or the
+ * quote), which a fixed part after it would not guarantee (`\w{3}` after the count is used up).
+ */
+export interface LengthSiteShape {
+  /** EBNF atoms of one character each, before the repetition. */
+  readonly prefix: readonly string[];
+  /** The repeated atom's EBNF (one character). */
+  readonly loop: string;
+  /** The fewest and the most characters of the whole content. */
+  readonly lo: number;
+  readonly hi: number;
+}
+
+/** The shape of a string of `min` to `max` unescaped characters (schema.ts's pattern for lengths). */
+export function boundedStringShape(min: number, max: number): LengthSiteShape {
+  if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min < 0 || max < min) {
+    throw new RangeError(`boundedStringShape needs 0 <= min <= max, got ${min} and ${max}.`);
+  }
+  return { prefix: [], loop: PLAIN, lo: min, hi: max };
+}
+
+/**
+ * The shape of `pattern` when it is single characters and repetitions of one of fixed count, then one repetition of
+ * one character of variable but bounded count (`[a-z][a-z0-9-]{0,15}`, `[A-Z]{2}-\d{1,6}`); `undefined` otherwise.
+ * `lo`/`hi` are the fixed atoms plus the last repetition's `min`/`max`.
+ */
+export function patternSiteShape(pattern: string): LengthSiteShape | undefined {
+  const tree = parseRegex(pattern);
+  if (tree === undefined) return undefined;
+  const items = tree.kind === 'seq' ? tree.items : [tree];
+  const last = items[items.length - 1]!;
+  if (
+    last.kind !== 'repeat' ||
+    last.item.kind !== 'atom' ||
+    last.max === undefined ||
+    last.max === last.min
+  ) {
+    return undefined;
+  }
+  const prefix: string[] = [];
+  for (const node of items.slice(0, -1)) {
+    if (node.kind === 'atom') prefix.push(node.ebnf);
+    else if (
+      node.kind === 'repeat' &&
+      node.item.kind === 'atom' &&
+      node.max === node.min &&
+      node.min <= 256
+    ) {
+      prefix.push(...Array<string>(node.min).fill(node.item.ebnf));
+    } else return undefined;
+    if (prefix.length > 256) return undefined;
+  }
+  return { prefix, loop: last.item.ebnf, lo: prefix.length + last.min, hi: prefix.length + last.max };
+}
+
+/**
+ * An EBNF expression (parenthesised) for a JSON string of `shape` whose repetition is unbounded, quotes included,
+ * and its one rule, named `name`; `markByte` (a control character, which no JSON string holds) may stand before
+ * every character of the content and before the closing quote. The count is not in the grammar: the constraint
+ * asks the matcher whether it would take the mark, which is true exactly inside this string, and then allows only
+ * the tokens that keep the count within `lo`…`hi` (sites.ts). One loop state instead of one grammar position per
+ * count: a `maxLength: 24` compiles in ~14 ms instead of ~480 (structured/DESIGN.md).
+ */
+export function lengthSiteEbnf(shape: LengthSiteShape, name: string, markByte: number): EbnfFragment {
+  if (!Number.isInteger(markByte) || markByte < 1 || markByte > 0x1f) {
+    throw new RangeError(`lengthSiteEbnf needs a control character for the mark, got ${markByte}.`);
+  }
+  const mark = `"\\x${markByte.toString(16).padStart(2, '0')}"`;
+  const rule = `${name} ::= ${shape.loop}* ("\\"" | (${mark} ${name}))`;
+  const prefix = shape.prefix.map((a) => `(${mark})? ${a}`);
+  return { expression: `(${['"\\""', ...prefix, name].join(' ')})`, rules: [rule] };
+}

@@ -14,13 +14,18 @@ import { QkValueError } from '@qk/ops';
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
 import {
   boundedStringEbnf,
+  boundedStringShape,
   type EbnfFragment,
   finiteNumberEbnf,
   integerRangeEbnf,
+  type LengthSiteShape,
+  lengthSiteEbnf,
   literalsEbnf,
   patternEbnf,
+  patternSiteShape,
 } from './ebnf.js';
 import { type JsonSchema, PLAIN_CHAR } from './schema.js';
+import { type CompiledSites, SiteMarks, type SiteTable, siteTable } from './sites.js';
 import { loadXGrammar, type XGrammarInstance } from './xgrammar.js';
 
 /** What a constrained generation must produce. */
@@ -51,6 +56,19 @@ export interface Compiled {
   readonly grammar: CompiledGrammar;
   readonly vocabSize: number;
   readonly stopIds: readonly number[];
+  /** The vocabulary's per-piece facts (bytes, UTF-8 masks; sites.ts). */
+  readonly pieces: SiteTable;
+  /** Strings whose length the constraint keeps instead of the grammar (sites.ts); absent when there are none. */
+  readonly sites?: CompiledSites;
+}
+
+/** How to compile (tests compare the two forms). */
+export interface CompileOptions {
+  /**
+   * Keep strings of bounded length as length sites (sites.ts): one grammar position each instead of one per count.
+   * Default true; false writes every count into the grammar (the form the sites are tested against).
+   */
+  readonly lengthSites?: boolean;
 }
 
 /** Compiled grammars kept per tokenizer. */
@@ -89,6 +107,7 @@ class TokenizerGrammars {
   readonly #info: TokenizerInfo;
   readonly #compiler: GrammarCompiler;
   readonly #target: GrammarTarget;
+  readonly #sites: SiteTable;
 
   private constructor(
     instance: XGrammarInstance,
@@ -100,6 +119,7 @@ class TokenizerGrammars {
     this.#info = info;
     this.#compiler = compiler;
     this.#target = target;
+    this.#sites = siteTable(target.vocabulary, target.vocabSize);
   }
 
   static async create(target: GrammarTarget): Promise<TokenizerGrammars> {
@@ -128,7 +148,9 @@ class TokenizerGrammars {
    * then ~20 ms). This one compile (~0.1 s, part of the setup) exercises the code every schema compile runs.
    */
   async #warmUp(): Promise<void> {
-    const grammar = await this.#compiler.compileGrammar(await this.#schemaEbnf(WARM_UP_SCHEMA));
+    const grammar = await this.#compiler.compileGrammar(
+      await this.#schemaEbnf(WARM_UP_SCHEMA, SiteMarks.for(this.#sites)),
+    );
     try {
       const matcher = await this.#instance.api.GrammarMatcher.createGrammarMatcher(grammar, [
         ...this.#target.stopIds,
@@ -144,8 +166,9 @@ class TokenizerGrammars {
     return this.#instance.retired;
   }
 
-  async compile(op: string, param: string, spec: GrammarSpec): Promise<Compiled> {
-    const key = JSON.stringify(spec);
+  async compile(op: string, param: string, spec: GrammarSpec, options?: CompileOptions): Promise<Compiled> {
+    const lengthSites = options?.lengthSites ?? true;
+    const key = `${lengthSites ? 's' : 'x'}${JSON.stringify(spec)}`;
     if (key.length > MAX_SPEC_CHARS) {
       throw new QkValueError(
         op,
@@ -159,12 +182,16 @@ class TokenizerGrammars {
       this.#compiled.set(key, kept);
       return kept;
     }
-    const grammar = await this.#instance.run(op, param, () => this.#compileNew(spec));
+    const marks = lengthSites ? SiteMarks.for(this.#sites) : undefined;
+    const grammar = await this.#instance.run(op, param, () => this.#compileNew(spec, marks));
+    const sites = marks?.compiled();
     const compiled: Compiled = {
       instance: this.#instance,
       grammar,
       vocabSize: this.#target.vocabSize,
       stopIds: this.#target.stopIds,
+      pieces: this.#sites,
+      ...(sites === undefined ? {} : { sites }),
     };
     this.#compiled.set(key, compiled);
     if (this.#compiled.size > KEPT_GRAMMARS) {
@@ -176,16 +203,16 @@ class TokenizerGrammars {
     return compiled;
   }
 
-  async #compileNew(spec: GrammarSpec): Promise<CompiledGrammar> {
+  async #compileNew(spec: GrammarSpec, marks: SiteMarks | undefined): Promise<CompiledGrammar> {
     switch (spec.kind) {
       case 'schema':
-        return this.#compiler.compileGrammar(await this.#schemaEbnf(spec.schema));
+        return this.#compiler.compileGrammar(await this.#schemaEbnf(spec.schema, marks));
       case 'grammar':
         return this.#compiler.compileGrammar(spec.grammar, spec.root ?? 'root');
       case 'structural':
         return this.#compiler.compileStructuralTag({
           type: 'structural_tag',
-          format: await this.#compactJson(spec.format),
+          format: await this.#compactJson(spec.format, marks),
         });
     }
   }
@@ -193,10 +220,10 @@ class TokenizerGrammars {
   /**
    * The EBNF of one-line JSON valid against `schema` (", " and ": " separators, no free whitespace: a model cannot
    * pad forever), literals, bounded integers and unbounded numbers written by ebnf.ts instead of xgrammar's
-   * converter.
+   * converter; strings of bounded length as length sites with `marks` (sites.ts), else with every count written.
    */
-  async #schemaEbnf(schema: JsonSchema): Promise<string> {
-    const { schema: placeheld, ranges } = withRangePlaceholders(schema);
+  async #schemaEbnf(schema: JsonSchema, marks: SiteMarks | undefined): Promise<string> {
+    const { schema: placeheld, ranges } = withRangePlaceholders(schema, marks);
     const grammar = await this.#instance.api.Grammar.fromJSONSchema(JSON.stringify(placeheld), false, -1);
     let ebnf: string;
     try {
@@ -220,13 +247,16 @@ class TokenizerGrammars {
    * `format` with every `json_schema` element replaced by the grammar of its one-line JSON: inside structural tags,
    * xgrammar allows any whitespace between JSON tokens, and a model may then pad forever.
    */
-  async #compactJson(format: StructuralTagFormat): Promise<StructuralTagFormat> {
+  async #compactJson(
+    format: StructuralTagFormat,
+    marks: SiteMarks | undefined,
+  ): Promise<StructuralTagFormat> {
     const visit = async (node: unknown): Promise<unknown> => {
       if (Array.isArray(node)) return Promise.all(node.map(visit));
       if (typeof node !== 'object' || node === null) return node;
       const n = node as Record<string, unknown>;
       if (n.type === 'json_schema')
-        return { type: 'grammar', grammar: await this.#schemaEbnf(n.json_schema as JsonSchema) };
+        return { type: 'grammar', grammar: await this.#schemaEbnf(n.json_schema as JsonSchema, marks) };
       return Object.fromEntries(
         await Promise.all(Object.entries(n).map(async ([k, v]) => [k, await visit(v)])),
       );
@@ -257,6 +287,7 @@ export async function compileGrammar(
   param: string,
   spec: GrammarSpec,
   target: GrammarTarget,
+  options?: CompileOptions,
 ): Promise<Compiled> {
   let byShape = compilers.get(target.vocabulary);
   if (byShape === undefined) {
@@ -271,7 +302,7 @@ export async function compileGrammar(
     // an aborted runtime, dispose included, are what retiring avoids. Concurrent callers share one replacement.
     if (byShape.get(shape) === seen) byShape.set(shape, TokenizerGrammars.create(target));
   }
-  return (await byShape.get(shape)!).compile(op, param, spec);
+  return (await byShape.get(shape)!).compile(op, param, spec, options);
 }
 
 /** `[min, max]` of a pattern schema.ts writes for string lengths (`^[^"\\…]{min,max}$`); else `undefined`. */
@@ -284,13 +315,34 @@ function plainLengths(pattern: unknown): [number, number | undefined] | undefine
 }
 
 /**
+ * Whether `node` may match a JSON string: a site beside such an alternative would be inside two strings at once,
+ * and the constraint keeps one count (sites.ts).
+ */
+function mayBeString(node: unknown): boolean {
+  if (typeof node !== 'object' || node === null) return node !== false;
+  const n = node as Record<string, unknown>;
+  if (typeof n.type === 'string') return n.type === 'string';
+  const values = Array.isArray(n.enum) ? n.enum : n.const !== undefined ? [n.const] : undefined;
+  if (values !== undefined) return values.some((v) => typeof v === 'string');
+  return true;
+}
+
+/**
  * `schema` with every string of bounded length (the pattern schema.ts writes for `minLength`/`maxLength`), every
  * other `pattern` in the subset ebnf.ts's `patternEbnf` converts, `enum`,
  * `const`, integer bounded on both sides (as schema.ts leaves every integer) and
  * `number` without bounds, `anyOf` or `$ref` (as schema.ts leaves every unbounded number) replaced by a unique string
  * constant, and the EBNF each constant stands for (see ebnf.ts).
+ *
+ * With `marks`, a bounded-length string and a pattern of fixed characters around one bounded repetition become
+ * length sites (sites.ts), except where the constraint could not tell which count applies: inside definitions
+ * (`$defs`, reachable from anywhere through `$ref`) and in an `anyOf` with more than one branch that may be a
+ * string. Without a mark left, the count is written into the grammar as without `marks`.
  */
-export function withRangePlaceholders(schema: JsonSchema): {
+export function withRangePlaceholders(
+  schema: JsonSchema,
+  marks?: SiteMarks,
+): {
   schema: JsonSchema;
   ranges: Map<string, EbnfFragment>;
 } {
@@ -299,8 +351,23 @@ export function withRangePlaceholders(schema: JsonSchema): {
     .toString(36)
     .slice(2, 10)
     .replace(/[^a-z0-9]/g, '');
-  const visit = (node: unknown): unknown => {
-    if (Array.isArray(node)) return node.map(visit);
+  // One rule per distinct shape in this grammar text.
+  const siteRules = new Map<string, EbnfFragment>();
+  const site = (shape: LengthSiteShape | undefined, exact: boolean): EbnfFragment | undefined => {
+    if (shape === undefined || exact || marks === undefined) return undefined;
+    const byte = marks.markFor(shape);
+    if (byte === undefined) return undefined;
+    const key = JSON.stringify(shape);
+    let fragment = siteRules.get(key);
+    if (fragment === undefined) {
+      fragment = lengthSiteEbnf(shape, `qksite${nonce}x${siteRules.size}`, byte);
+      siteRules.set(key, fragment);
+      return fragment;
+    }
+    return { expression: fragment.expression, rules: [] };
+  };
+  const visit = (node: unknown, exact: boolean): unknown => {
+    if (Array.isArray(node)) return node.map((v) => visit(v, exact));
     if (typeof node !== 'object' || node === null) return node;
     const n = node as Record<string, unknown>;
     const token = `qkint${nonce}x${ranges.size}`;
@@ -311,16 +378,21 @@ export function withRangePlaceholders(schema: JsonSchema): {
     }
     const lengths = n.type === 'string' ? plainLengths(n.pattern) : undefined;
     if (lengths !== undefined) {
-      ranges.set(token, boundedStringEbnf(lengths[0], lengths[1], token));
+      const [min, max] = lengths;
+      ranges.set(
+        token,
+        site(max === undefined ? undefined : boundedStringShape(min, max), exact) ??
+          boundedStringEbnf(min, max, token),
+      );
       return { const: token };
     }
-    const own =
+    const patterned =
       n.type === 'string' &&
       typeof n.pattern === 'string' &&
-      lengths === undefined &&
-      ['anyOf', '$ref'].every((k) => n[k] === undefined)
-        ? patternEbnf(n.pattern, token)
-        : undefined;
+      ['anyOf', '$ref'].every((k) => n[k] === undefined);
+    const own = patterned
+      ? (site(patternSiteShape(n.pattern as string), exact) ?? patternEbnf(n.pattern as string, token))
+      : undefined;
     if (own !== undefined) {
       ranges.set(token, own);
       return { const: token };
@@ -336,10 +408,18 @@ export function withRangePlaceholders(schema: JsonSchema): {
     }
     // Values under these keys are data, not schemas.
     return Object.fromEntries(
-      Object.entries(n).map(([k, v]) => [k, k === 'enum' || k === 'const' || k === 'default' ? v : visit(v)]),
+      Object.entries(n).map(([k, v]) => {
+        if (k === 'enum' || k === 'const' || k === 'default') return [k, v];
+        const inside =
+          exact ||
+          k === '$defs' ||
+          k === 'definitions' ||
+          (k === 'anyOf' && Array.isArray(v) && v.filter(mayBeString).length > 1);
+        return [k, visit(v, inside)];
+      }),
     );
   };
-  return { schema: visit(schema) as JsonSchema, ranges };
+  return { schema: visit(schema, false) as JsonSchema, ranges };
 }
 
 /** The free-string content rule xgrammar 0.1.27's JSON Schema converter writes (one line of `Grammar#toString()`). */
