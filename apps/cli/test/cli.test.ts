@@ -68,6 +68,7 @@ describe('qk', () => {
       'attention',
       'linear-act',
       'quant',
+      'small-m',
       'decode',
       'prefill',
       'patch',

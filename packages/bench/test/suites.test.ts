@@ -99,11 +99,22 @@ describe('op suites', () => {
     expect(ids('quant')).toEqual(
       expect.arrayContaining(['quant-int8-8b down-m1', 'quant-int4-8b down-m1', 'quant-bf16-8b down-m1']),
     );
+    // Every M from 2 to 64 the issue names, on every 0.6B and 8B projection but the LM head.
+    const smallM = ids('small-m');
+    expect(smallM).toHaveLength(8 * 8);
+    expect(smallM).toEqual(
+      expect.arrayContaining([
+        'quant-bf16-8b qkv-m2',
+        'quant-bf16-8b gate_up-m64',
+        'quant-bf16-0.6b down-m24',
+      ]),
+    );
+    expect(smallM.some((id) => id.includes('lm_head'))).toBe(false);
   });
 
   it('run on the CPU backend into valid reports with finite bandwidth and no peers', () => {
     const ceiling = { kind: 'host-copy' as const, gbPerS: 10 };
-    for (const name of ['rmsnorm', 'quant', 'attention']) {
+    for (const name of ['rmsnorm', 'quant', 'small-m', 'attention']) {
       const r = runOpSuite(OP_SUITES_BY_NAME.get(name)!, { backend: 'cpu', ceiling });
       expect(validateReport(r), name).toEqual([]);
       expect(r.status).toBe('ok');

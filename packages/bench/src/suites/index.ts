@@ -2,7 +2,14 @@
 import type { OpSuite } from '../run-op-suite.js';
 import { attentionSuite, decodeAttentionCases } from './attention.js';
 import { ropeCase, ropeSuite, swigluCase, swigluSuite } from './elementwise.js';
-import { gemvCase, linearActSuite, normLinearSuite, QWEN3_LINEAR_SHAPES, quantSuite } from './linear.js';
+import {
+  gemvCase,
+  linearActSuite,
+  normLinearSuite,
+  QWEN3_LINEAR_SHAPES,
+  quantSuite,
+  smallMSuite,
+} from './linear.js';
 import { fusedAddCase, rmsnormCase, rmsnormSuite } from './norm.js';
 
 export const gemvSuite: OpSuite = {
@@ -74,6 +81,7 @@ export const OP_SUITES: readonly OpSuite[] = [
   attentionSuite,
   linearActSuite,
   quantSuite,
+  smallMSuite,
 ];
 
 /** Every op suite by name, `ops` included. */

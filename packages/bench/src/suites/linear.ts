@@ -341,3 +341,89 @@ export const quantSuite: OpSuite = {
   ],
   tables: quantSpeedups,
 };
+
+/** Rows of the small-M sweep: chunked decode, several tokens verified at once, small batches. */
+const SMALL_M_ROWS = [2, 4, 8, 16, 24, 32, 48, 64] as const;
+
+/**
+ * Per M, our time and torch's summed over every projection measured, and their ratio (the issue's bar: ≥ 1.0× at
+ * every M from 2 to 64); per projection, the ratio and the share of the copy ceiling.
+ */
+function smallMSums(rows: readonly BenchRow[]): BenchTable[] {
+  const torch = (r: BenchRow) => {
+    const p = r.peers['torch-eager'];
+    return p && 'time' in p ? p.time : undefined;
+  };
+  const byM = new Map<number, { ours: number; theirs: number; all: boolean }>();
+  for (const r of rows) {
+    const m = Number(r.params.m);
+    const sum = byM.get(m) ?? { ours: 0, theirs: 0, all: true };
+    const t = torch(r);
+    sum.ours += r.timing.median;
+    if (t === undefined) sum.all = false;
+    else sum.theirs += t;
+    byM.set(m, sum);
+  }
+  const sums = [...byM.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([m, s]) => [
+      String(m),
+      s.ours.toFixed(1),
+      s.all ? s.theirs.toFixed(1) : '—',
+      s.all ? `${(s.theirs / s.ours).toFixed(2)}×` : '—',
+    ]);
+  const each = rows.map((r) => {
+    const t = torch(r);
+    return [
+      r.label.replace(/ M=\d+$/, ''),
+      String(r.params.m),
+      r.timing.median.toFixed(2),
+      t === undefined ? '—' : t.toFixed(2),
+      t === undefined ? '—' : `${(t / r.timing.median).toFixed(2)}×`,
+      r.pctOfCeiling === undefined ? '—' : `${r.pctOfCeiling.toFixed(0)}%`,
+    ];
+  });
+  return [
+    {
+      title: 'Sums over the projections per M (µs per call; × = torch time / ours, ≥ 1 is faster)',
+      header: ['M', 'qk µs', 'torch µs', 'torch / qk'],
+      numeric: [true, true, true, true],
+      rows: sums,
+    },
+    {
+      title: 'Per projection',
+      header: ['projection', 'M', 'qk µs', 'torch µs', 'torch / qk', '% of copy ceiling'],
+      numeric: [false, true, true, true, true, true],
+      rows: each,
+    },
+  ];
+}
+
+export const smallMSuite: OpSuite = {
+  name: 'small-m',
+  title: 'Small-M linear (2–64 rows) on the Qwen3 projections',
+  description:
+    'bf16 linear of 2–64 token rows on every Qwen3-0.6B and Qwen3-8B projection (LM head left out): chunked decode, verifying several tokens, small batches. The weight dominates the bytes, so the copy ceiling is the bound. Peer: F.linear (cuBLAS) in the same run; the table sums each M over the projections.',
+  cases: (ctx) => {
+    if (ctx.backend !== 'cuda')
+      return [2, 16].map((m) => quantLinearCase(ctx, 'tiny qkv', m, 512, 256, 'bf16'));
+    return SMALL_M_ROWS.flatMap((m) =>
+      Object.entries(QWEN3_LINEAR_SHAPES).flatMap(([model, shapes]) =>
+        shapes
+          .filter(([layer]) => layer !== 'lm_head')
+          .map(([layer, n, k]) => quantLinearCase(ctx, `${model} ${layer}`, m, n, k, 'bf16')),
+      ),
+    );
+  },
+  charts: [
+    {
+      id: 'latency',
+      title: 'Small-M linear: time per call vs weight elements',
+      y: 'time',
+      xLabel: 'weight elements (N·K)',
+      yLabel: 'µs per call',
+      logX: true,
+    },
+  ],
+  tables: smallMSums,
+};
