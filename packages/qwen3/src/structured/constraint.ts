@@ -55,6 +55,8 @@ export class GrammarConstraint implements TokenConstraint {
   #sinceQuote = 0;
   /** Inside a length site: the pieces that keep its count in bounds, ANDed into the current state's mask. */
   #lengthMask: Uint32Array | undefined;
+  /** The length site the matcher is in, if any. */
+  #site: LengthSite | undefined;
   /** The text's UTF-8 state (`utf8After`): pieces may end inside a character. */
   #utf8 = 0;
   readonly #pieces: SiteTable;
@@ -129,7 +131,7 @@ export class GrammarConstraint implements TokenConstraint {
     this.#utf8 = utf8After(this.#utf8, this.#pieces.bytes(token));
     if (this.#sites !== undefined) {
       this.#sinceQuote = this.#sites.table.advance(this.#sinceQuote, token);
-      this.#locateSite();
+      this.#locateSite(token);
     }
     if (this.#canEnd()) {
       // The text may be complete: read the mask now, so isComplete() can tell before the next step whether
@@ -173,12 +175,17 @@ export class GrammarConstraint implements TokenConstraint {
    * Sets the length mask of the site the matcher is in, if any. Text that ends inside a character (pieces split
    * UTF-8) is completed first with continuation bytes the matcher takes: no mark is taken mid-character.
    */
-  #locateSite(): void {
+  #locateSite(token?: number): void {
     this.#lengthMask = undefined;
     const sites = this.#sites;
     if (sites === undefined || this.#matcher.isTerminated()) return;
-    const finish = utf8Completion(this.#utf8);
-    const inside = finish.length === 0 ? this.#siteHere(sites) : this.#siteAfter(finish, sites);
+    // A site's string is entered and left only through a quote: after a piece without one, the matcher is where it
+    // was (most steps inside a string), and only the count moved.
+    if (token === undefined || sites.table.hasQuote(token)) {
+      const finish = utf8Completion(this.#utf8);
+      this.#site = finish.length === 0 ? this.#siteHere(sites) : this.#siteAfter(finish, sites);
+    }
+    const inside = this.#site;
     if (inside !== undefined) {
       this.#lengthMask = sites.table.lengthMask(inside.lo - this.#sinceQuote, inside.hi - this.#sinceQuote);
     }

@@ -157,6 +157,8 @@ class TokenizerGrammars {
       ]);
       await matcher.getNextTokenBitmask();
       matcher.dispose();
+      // The per-count bitsets of length sites (~20 ms), so a generation's first site does not wait for them.
+      this.#sites.lengthMask(0, 0);
     } finally {
       grammar.dispose();
     }

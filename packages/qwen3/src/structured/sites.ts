@@ -35,6 +35,9 @@ const MARK_BYTES: readonly number[] = Array.from({ length: 0x20 }, (_, b) => b).
 /** Site masks kept per vocabulary (keyed by the counts left). */
 const KEPT_MASKS = 256;
 
+/** Counts of characters left below which a site mask is ORed from per-count bitsets (2 × 64 × 19 KB for Qwen3). */
+const CUMULATIVE = 64;
+
 /** {@link SiteTable}'s leading-continuation count of a piece that spells no bytes. */
 const UNKNOWN = 5;
 /** Leading count of a piece whose own bytes break UTF-8. */
@@ -123,6 +126,7 @@ export class SiteTable {
   /** The id of each byte's single-byte piece, -1 where the vocabulary has none. */
   readonly #byteIds = new Int32Array(256).fill(-1);
   readonly #masks = new Map<string, Uint32Array>();
+  #byCount: { plain: Uint32Array[]; quoted: Uint32Array[] } | undefined;
   readonly #risky = new Map<string, Uint32Array>();
   readonly #pieces: readonly string[];
   readonly #toBytes: (piece: string) => Uint8Array | undefined;
@@ -231,6 +235,11 @@ export class SiteTable {
     return this.bytes(id)?.length ?? 0;
   }
 
+  /** Whether piece `id` holds a quote. */
+  hasQuote(id: number): boolean {
+    return id >= 0 && id < this.vocabSize && (this.#flags[id]! & QUOTE) !== 0;
+  }
+
   /** The characters written since the last quote, after `id` follows `since` of them. */
   advance(since: number, id: number): number {
     if (id < 0 || id >= this.vocabSize) return 0;
@@ -245,11 +254,58 @@ export class SiteTable {
   lengthMask(least: number, most: number): Uint32Array {
     const lo = Math.max(0, least);
     const hi = Math.max(0, most);
-    return this.#kept(this.#masks, `${lo},${hi}`, (id, f) => {
-      if ((f & BAD) !== 0) return false;
+    const key = `${lo},${hi}`;
+    const kept = this.#masks.get(key);
+    if (kept !== undefined) {
+      this.#masks.delete(key);
+      this.#masks.set(key, kept);
+      return kept;
+    }
+    let mask: Uint32Array;
+    if (hi < CUMULATIVE) {
+      // Three passes over the words: a decode step meets a new count of characters left every few tokens.
+      const { plain, quoted } = this.#cumulative();
+      const words = plain[hi]!;
+      const upTo = quoted[hi]!;
+      const below = lo > 0 ? quoted[lo - 1]! : undefined;
+      mask = new Uint32Array(words.length);
+      for (let i = 0; i < mask.length; i++) mask[i] = words[i]! | (upTo[i]! & ~(below?.[i] ?? 0));
+    } else {
+      mask = new Uint32Array(Math.ceil(this.vocabSize / 32));
+      for (let id = 0; id < this.vocabSize; id++) {
+        const f = this.#flags[id]!;
+        const h = this.#head[id]!;
+        if ((f & BAD) === 0 && h <= hi && ((f & QUOTE) === 0 || h >= lo)) mask[id >>> 5]! |= 1 << (id & 31);
+      }
+    }
+    this.#masks.set(key, mask);
+    if (this.#masks.size > KEPT_MASKS) this.#masks.delete(this.#masks.keys().next().value!);
+    return mask;
+  }
+
+  /**
+   * For each count h below CUMULATIVE, the usable pieces without a quote of at most h characters (`plain[h]`), and
+   * those with one and at most h characters before it (`quoted[h]`); built once per vocabulary (~20 ms).
+   */
+  #cumulative(): { plain: Uint32Array[]; quoted: Uint32Array[] } {
+    if (this.#byCount !== undefined) return this.#byCount;
+    const words = Math.ceil(this.vocabSize / 32);
+    const plain = Array.from({ length: CUMULATIVE }, () => new Uint32Array(words));
+    const quoted = Array.from({ length: CUMULATIVE }, () => new Uint32Array(words));
+    for (let id = 0; id < this.vocabSize; id++) {
+      const f = this.#flags[id]!;
       const h = this.#head[id]!;
-      return h <= hi && ((f & QUOTE) === 0 || h >= lo);
-    });
+      if ((f & BAD) !== 0 || h >= CUMULATIVE) continue;
+      ((f & QUOTE) !== 0 ? quoted : plain)[h]![id >>> 5]! |= 1 << (id & 31);
+    }
+    for (let h = 1; h < CUMULATIVE; h++) {
+      for (let i = 0; i < words; i++) {
+        plain[h]![i]! |= plain[h - 1]![i]!;
+        quoted[h]![i]! |= quoted[h - 1]![i]!;
+      }
+    }
+    this.#byCount = { plain, quoted };
+    return this.#byCount;
   }
 
   /**
