@@ -54,6 +54,9 @@ constexpr int smem_bytes() {
   return stages<BN, SW>() * stage_bytes<BN>() + 1024 + (2 * stages<BN, SW>() + 2) * 8 + 2 * 2 * BN * 4;
 }
 
+/** `splits` of a stream-K launch (see block_span). */
+constexpr int kStreamK = -1;
+
 #ifdef QK_SM90A
 
 constexpr int kConsumerWarps = 8;  // each arrives once on a stage's empty barrier
@@ -77,16 +80,46 @@ __device__ __forceinline__ void tile_coords(int tile, int m_blocks, int n_blocks
 }
 
 /**
- * A work unit (slice-major: unit = split · tiles + tile): its tile, its K slice and that slice's K blocks
- * [kb0, kb1). The producer, the consumers and the L2 prefetch all read units through this.
+ * One stretch of a block's work: K blocks [kb0, kb1) of `tile`, which is slice `split` of the `slices` that make up
+ * that tile's K. The producer, the consumers and the L2 prefetch all read a block's work through block_span.
  */
 struct UnitSpan {
-  int tile, split, kb0, kb1;
+  int tile, split, slices, kb0, kb1;
 };
-__device__ __forceinline__ UnitSpan unit_span(int unit, int tiles, int kb_per_split, int k_blocks) {
-  const int split = unit / tiles;
-  const int kb0 = split * kb_per_split;
-  return {unit - split * tiles, split, kb0, min(kb0 + kb_per_split, k_blocks)};
+
+/**
+ * Stretch `seq` (0, 1, …) of this block's work, or false past its last.
+ * - `splits` ≥ 1: units of equal K slices, slice-major (unit = split · tiles + tile), block b taking units
+ *   b, b + grid, …; each unit is one stretch.
+ * - `splits` == kStreamK: the tiles' K blocks laid end to end (tile by tile) and cut into `gridDim.x` runs as equal
+ *   as whole K blocks allow; block b's run crosses one or more tiles, a stretch per tile. The slices of a tile are
+ *   the blocks whose runs meet it, in block order (the host sees to it that every run holds a K block at least).
+ */
+__device__ __forceinline__ bool block_span(int seq, int tiles, int splits, int kb_per_split, int k_blocks,
+                                           UnitSpan* out) {
+  if (splits != kStreamK) {
+    const int unit = static_cast<int>(blockIdx.x) + seq * static_cast<int>(gridDim.x);
+    if (unit >= tiles * splits) return false;
+    const int split = unit / tiles;
+    const int kb0 = split * kb_per_split;
+    *out = {unit - split * tiles, split, splits, kb0, min(kb0 + kb_per_split, k_blocks)};
+    return true;
+  }
+  const int64_t total = static_cast<int64_t>(tiles) * k_blocks;
+  const int64_t grid = gridDim.x;
+  const int64_t lo = static_cast<int64_t>(blockIdx.x) * total / grid;
+  const int64_t hi = (static_cast<int64_t>(blockIdx.x) + 1) * total / grid;
+  const int64_t tile = lo / k_blocks + seq;
+  const int64_t start = tile * k_blocks;
+  const int64_t kb0 = max(lo - start, int64_t{0});
+  const int64_t kb1 = min(hi - start, static_cast<int64_t>(k_blocks));
+  if (tile >= tiles || kb0 >= kb1) return false;
+  // The block whose run holds K block x (counted over all tiles) is ceil((x + 1) · grid / total) − 1.
+  const int64_t first = ((start + 1) * grid + total - 1) / total - 1;
+  const int64_t last = ((start + k_blocks) * grid + total - 1) / total - 1;
+  *out = {static_cast<int>(tile), static_cast<int>(blockIdx.x - first), static_cast<int>(last - first + 1),
+          static_cast<int>(kb0), static_cast<int>(kb1)};
+  return true;
 }
 
 /**
@@ -129,6 +162,8 @@ using Pair = typename std::conditional<std::is_same_v<T, __nv_bfloat16>, __nv_bf
  * pairs, slice-major; each unit runs `kb_per_split` K blocks (the last slice fewer), writes its fp32 accumulators
  * to its slot of `partials` in fragment order and takes the tile's ticket; the unit that takes the last ticket adds
  * the slices in slice order (deterministic whichever arrives last), resets the ticket and runs the epilogue.
+ * Stream K (`splits` == kStreamK, swapped form): the same slots, tickets and sums, but a tile's slices are the runs
+ * of the blocks that meet it (block_span), as many as that tile has.
  */
 /**
  * SW (swapped operands, small M): the weight is the wgmma A operand and the activations the B operand, so a tile
@@ -169,7 +204,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_blocks = ((SW ? M : N) + TN - 1) / TN;
   const int tiles = m_blocks * n_blocks;
   const int k_blocks = (K + kBK - 1) / kBK;
-  const int units = tiles * splits;
   const int wg = static_cast<int>(threadIdx.x) / 128;
   __shared__ unsigned last_unit[2];  // split K: whether this unit took its tile's last ticket (per owner)
 
@@ -190,8 +224,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Launched with PDL (launch.cuh): until the previous kernel completes, only L2 prefetches. The weight's first
     // boxes for this block's first unit start streaming under that kernel's tail.
-    if (static_cast<int>(blockIdx.x) < units) {
-      const UnitSpan u = unit_span(static_cast<int>(blockIdx.x), tiles, kb_per_split, k_blocks);
+    UnitSpan u;
+    if (block_span(0, tiles, splits, kb_per_split, k_blocks, &u)) {
       int mb, nb;
       tile_coords(u.tile, m_blocks, n_blocks, group_m, &mb, &nb);
       for (int kb = u.kb0; kb < min(u.kb1, u.kb0 + prefetch); kb++) {
@@ -214,8 +248,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
-        const UnitSpan u = unit_span(unit, tiles, kb_per_split, k_blocks);
+      UnitSpan u;
+      for (int seq = 0; block_span(seq, tiles, splits, kb_per_split, k_blocks, &u); seq++) {
         const int kb0 = u.kb0, kb1 = u.kb1;
         int mb, nb;
         tile_coords(u.tile, m_blocks, n_blocks, group_m, &mb, &nb);
@@ -271,10 +305,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // is the ring position of the unit's first K block: the K blocks of every earlier unit of the block.
     uint32_t pos = 0;
     for (int seq = 0;; seq++) {
-      const int unit = blockIdx.x + seq * gridDim.x;
-      if (unit >= units) break;
-      const UnitSpan u = unit_span(unit, tiles, kb_per_split, k_blocks);
+      UnitSpan u;
+      if (!block_span(seq, tiles, splits, kb_per_split, k_blocks, &u)) break;
       const int split = u.split;
+      const int slices = u.slices;
       const int tile = u.tile;
       const int k_count = u.kb1 - u.kb0;
       if (PP && (seq & 1) != consumer) {
@@ -352,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) mbar_arrive(&empty[prev_stage]);
       }
 
-      if (splits > 1) {
+      if (slices > 1) {
         // The tile's owners: this warpgroup (ping-pong) or both consumers (cooperative), on named barrier 1 + c or 3.
         const int owner = PP ? consumer : 0;
         const int owner_t = PP ? t : 128 * consumer + t;
@@ -373,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                    make_float4(acc[h][i], acc[h][i + 1], acc[h][i + 2], acc[h][i + 3]));
         __threadfence();
         asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "r"(bar_threads) : "memory");
-        if (owner_t == 0) last_unit[owner] = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(splits - 1);
+        if (owner_t == 0) last_unit[owner] = atomicAdd(&tickets[tile], 1u) == static_cast<unsigned>(slices - 1);
         asm volatile("bar.sync %0, %1;" ::"r"(bar_id), "r"(bar_threads) : "memory");
         const bool last = last_unit[owner] != 0;
         if (!last) continue;  // (the next unit's first wgmma overwrites the accumulators)
@@ -392,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             acc[h][i + 2] = v.z;
             acc[h][i + 3] = v.w;
           }
-        for (int s2 = 1; s2 < splits; s2++) {
+        for (int s2 = 1; s2 < slices; s2++) {
 #pragma unroll
           for (int h = 0; h < kHalves; h++)
 #pragma unroll
@@ -551,6 +585,23 @@ int64_t tile_count(int64_t m, int64_t n, int bn, bool glu, bool swapped) {
   return ((m + kBM - 1) / kBM) * ((n + tn - 1) / tn);
 }
 
+// Split-K cost terms, in units of one K block of one tile: the fixed cost of a split launch (partials written and
+// read back, the ticket's round trip, the last unit's reduction on the critical path) and the cost of each further
+// slice. Fitted to one H200 sweep of every tile config × 1–16 slices over the Qwen3-0.6B/8B projections at M 2–512
+// (GEMM_SM90.md): with the narrow-tile rule of pick_config, the pick is within 2% of the best measured on average
+// (worst 90%) and never slower than the unsplit pick.
+constexpr double kSplitFixedCost = 16.0;
+constexpr double kSplitReadCost = 2.0;
+constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least
+constexpr int kMaxSplits = 16;
+// Weight boxes each block asks L2 for before its PDL wait, and the swapped form's load groups (K blocks issued back to
+// back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by 1–4% and the whole ring by ~3%; groups of 2–4
+// beat single loads by 2–3%, groups of 8 lose 1–4% to them. The unswapped form prefetches nothing (2 boxes cost
+// 0.5–3.5% on the Qwen3 projections at M = 2,048 with the 128-wide tile, nothing measurable at 128) and keeps single
+// loads (groups of 4 lost 8% on the 8B gate+up at M = 4,096).
+constexpr int kPrefetchBoxes = 2;
+constexpr int kSwapIssueGroup = 4;
+
 template <typename T, int BN, bool PP, Activation A, bool SW = false>
 cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, int prefetch, int issue_group) {
   auto kernel = gemm_sm90_kernel<T, BN, PP, A, SW>;
@@ -583,21 +634,34 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, 
   QK_RETURN_IF_ERROR(sm_count(&sms));
   const int64_t tiles = tile_count(g.m, g.n, BN, kGlu, SW);
   const int k_blocks = static_cast<int>((g.k + kBK - 1) / kBK);
-  // Equal slices of whole K blocks; the count is recomputed so that none is empty.
-  splits = std::max(1, std::min(splits, k_blocks));
-  int kb_per_split = (k_blocks + splits - 1) / splits;
-  splits = (k_blocks + kb_per_split - 1) / kb_per_split;
+  const int64_t total = tiles * k_blocks;
+  int kb_per_split = k_blocks;
+  int slots = 1;  // partial slots per tile
+  if (splits == kStreamK && total >= static_cast<int64_t>(sms) * kMinSplitBlocks) {
+    // A tile meets at most ceil(k_blocks / shortest run) + 1 runs.
+    slots = static_cast<int>((k_blocks + total / sms - 1) / (total / sms)) + 1;
+  } else {
+    // Equal slices of whole K blocks; the count is recomputed so that none is empty.
+    splits = std::max(1, std::min(splits, k_blocks));
+    kb_per_split = (k_blocks + splits - 1) / splits;
+    splits = (k_blocks + kb_per_split - 1) / kb_per_split;
+    slots = splits;
+  }
   SplitkWorkspace ws;
-  if (splits > 1) {
-    const size_t floats = static_cast<size_t>(splits) * static_cast<size_t>(tiles) * kBM * BN;
+  if (slots > 1) {
+    const size_t floats = static_cast<size_t>(slots) * static_cast<size_t>(tiles) * kBM * BN;
     if (floats > kSplitkMaxFloats ||
         !reserve_splitk_workspace(floats, static_cast<size_t>(tiles), stream, &ws)) {
       splits = 1;  // no workspace (stream capture, memory): whole K per tile
+      slots = 1;
     }
   }
-  if (splits == 1) kb_per_split = k_blocks;
-  const int64_t units = tiles * splits;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(units, sms));
+  if (slots == 1) {
+    splits = 1;
+    kb_per_split = k_blocks;
+  }
+  const unsigned grid =
+      static_cast<unsigned>(splits == kStreamK ? sms : std::min<int64_t>(tiles * splits, sms));
   const int paired = g.n % 2 == 0 && (reinterpret_cast<uintptr_t>(g.out) & 3) == 0;
   // Load groups larger than the ring minus 2 stages could wait forever (see the producer).
   const int group = std::max(1, std::min(issue_group, stages<BN, SW>() - 2));
@@ -621,22 +685,6 @@ struct Config {
   int splits;
 };
 
-// Split-K cost terms, in units of one K block of one tile: the fixed cost of a split launch (partials written and
-// read back, the ticket's round trip, the last unit's reduction on the critical path) and the cost of each further
-// slice. Fitted to one H200 sweep of every tile config × 1–16 slices over the Qwen3-0.6B/8B projections at M 2–512
-// (GEMM_SM90.md): with the narrow-tile rule of pick_config, the pick is within 2% of the best measured on average
-// (worst 90%) and never slower than the unsplit pick.
-constexpr double kSplitFixedCost = 16.0;
-constexpr double kSplitReadCost = 2.0;
-constexpr int kMinSplitBlocks = 4;  // K blocks per slice, at least
-constexpr int kMaxSplits = 16;
-// Weight boxes each block asks L2 for before its PDL wait, and the swapped form's load groups (K blocks issued back to
-// back). H200, Qwen3 projections at M 2–64: 1–3 boxes beat none by 1–4% and the whole ring by ~3%; groups of 2–4
-// beat single loads by 2–3%, groups of 8 lose 1–4% to them. The unswapped form prefetches nothing (2 boxes cost
-// 0.5–3.5% on the Qwen3 projections at M = 2,048 with the 128-wide tile, nothing measurable at 128) and keeps single
-// loads (groups of 4 lost 8% on the 8B gate+up at M = 4,096).
-constexpr int kPrefetchBoxes = 2;
-constexpr int kSwapIssueGroup = 4;
 
 /** Estimated cost of a tile width with `splits` K slices: rounds of the persistent grid × K blocks per unit. */
 double split_cost(int64_t tiles, int k_blocks, int splits, int sms) {
@@ -662,6 +710,35 @@ int pick_splits_tiles(int64_t tiles, int64_t k, int sms) {
     }
   }
   return best;
+}
+
+/**
+ * Estimated cost of a stream-K launch of `tiles` tiles (see block_span), in split_cost's units: the longest run,
+ * plus the split terms for the most slices a tile meets; 0 when the runs would be shorter than kMinSplitBlocks.
+ */
+double stream_k_cost(int64_t tiles, int k_blocks, int sms) {
+  const int64_t total = tiles * k_blocks;
+  if (total < static_cast<int64_t>(sms) * kMinSplitBlocks) return 0;
+  const int64_t longest = (total + sms - 1) / sms;
+  const int64_t slots = (k_blocks + total / sms - 1) / (total / sms) + 1;
+  return static_cast<double>(longest) + kSplitFixedCost + kSplitReadCost * static_cast<double>(slots - 1);
+}
+
+/**
+ * `splits` for the swapped form: equal slices as pick_splits_tiles picks them, or kStreamK where it is estimated at
+ * least 3% cheaper (tile counts that leave SMs idle in the last round, like 48 or 192 tiles on 132 SMs).
+ */
+int pick_swapped_splits(int64_t tiles, int64_t k, int sms) {
+  // QK_GEMM_STREAM_K=0 keeps equal slices everywhere (read once): a measurement switch.
+  static const bool stream_k = [] {
+    const char* env = std::getenv("QK_GEMM_STREAM_K");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  const int k_blocks = static_cast<int>((k + kBK - 1) / kBK);
+  const int splits = pick_splits_tiles(tiles, k, sms);
+  if (!stream_k) return splits;
+  const double streamed = stream_k_cost(tiles, k_blocks, sms);
+  return streamed > 0 && streamed < 0.97 * split_cost(tiles, k_blocks, splits, sms) ? kStreamK : splits;
 }
 
 /** K slices for one tile width of the unswapped form (n counts the columns of the [M, 2N] projection with SwiGLU). */
@@ -717,8 +794,8 @@ cudaError_t run(const GemmArgs& g, const GemmSm90Options& opt, cudaStream_t stre
     // Few tokens: the swapped form, with the narrowest token tile that holds them.
     const int bn = opt.bn != 0 ? opt.bn : g.m <= 16 ? 16 : g.m <= 32 ? 32 : 64;
     const bool glu = A == Activation::Swiglu;
-    const int splits =
-        opt.splits > 0 ? opt.splits : pick_splits_tiles(tile_count(g.m, g.n, bn, glu, true), g.k, sms);
+    const int64_t tiles = tile_count(g.m, g.n, bn, glu, true);
+    const int splits = opt.splits > 0 ? opt.splits : opt.splits == kStreamK ? kStreamK : pick_swapped_splits(tiles, g.k, sms);
     const int issue_group = opt.issue_group > 0 ? opt.issue_group : kSwapIssueGroup;
     if (bn == 16) return go<T, 16, true, A, true>(g, group_m, splits, stream, prefetch, issue_group);
     if (bn == 32) return go<T, 32, true, A, true>(g, group_m, splits, stream, prefetch, issue_group);

@@ -37,7 +37,7 @@ struct GemmSm90Options {
   int bn = 0;        // output tile width: 256 or 128 cooperative, 128 or 64 ping-pong; 0 = the launcher's choice
   int pingpong = 0;  // with bn: ping-pong consumers (1) or cooperative (0)
   int group_m = 0;   // row blocks per rasterisation group
-  int splits = 0;    // K slices (split K through the workspace, splitk_workspace.h); 0 = the launcher's choice
+  int splits = 0;    // K slices (split K through the workspace, splitk_workspace.h); -1: stream K (swapped form); 0 = the launcher's choice
   int swap = 0;      // 1: swapped operands (bn = 16, 32 or 64 tokens per tile), -1: never; 0 = the launcher's choice
   int prefetch = -1;  // weight boxes per block prefetched to L2 before the PDL wait; -1 = the launcher's choice
   int issue_group = 0;  // K blocks whose loads the producer issues back to back; 0 = the launcher's choice

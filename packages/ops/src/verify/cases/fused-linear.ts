@@ -175,6 +175,8 @@ function linearSwigluCases(dtype: FloatDType): VerifyCase[] {
   ] as const) {
     cases.push(linearSwigluCase(dtype, { m, k, n }, 'edge', 'Hopper swapped'));
   }
+  // Stream K in the swapped form: 49 pairs of 64 gate and 64 up rows over one run per SM.
+  cases.push(linearSwigluCase(dtype, { m: 16, k: 4104, n: 3100 }, 'edge', 'Hopper stream K'));
   for (const s of QWEN3_SHAPES) {
     const { gateUp } = layers(s);
     const weights = { ...gateUp, n: 2 * gateUp.n };

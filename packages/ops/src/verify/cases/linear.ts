@@ -346,6 +346,15 @@ function linearCases(dtype: FloatDType): VerifyCase[] {
   ] as const) {
     cases.push(linearCase(dtype, d, 'edge', { activation, bias: true, label: 'Hopper swapped' }));
   }
+  // Stream K in the swapped form (tile counts that leave SMs idle, like 49 or 133 on 132 SMs): the tiles' K blocks
+  // cut into one run per SM, runs crossing tiles, slices of uneven length, tiles inside one run, a K tail.
+  for (const [d, activation] of [
+    [{ m: 3, k: 4104, n: 6150 }, 'none'],
+    [{ m: 29, k: 4104, n: 6150 }, 'silu'],
+    [{ m: 40, k: 2056, n: 17000 }, 'gelu_tanh'],
+  ] as const) {
+    cases.push(linearCase(dtype, d, 'edge', { activation, bias: true, label: 'Hopper stream K' }));
+  }
 
   // Qwen3 decode layers: every projection at M = 1, small M, and GEMM M where the reference stays cheap.
   for (const s of QWEN3_SHAPES) {
