@@ -128,7 +128,9 @@ export class GrammarConstraint implements TokenConstraint {
     this.#state++;
     this.#mask = undefined;
     if (this.#matcher.isTerminated()) return;
-    this.#utf8 = utf8After(this.#utf8, this.#pieces.bytes(token));
+    if (this.#utf8 !== 0 || !this.#pieces.isAscii(token)) {
+      this.#utf8 = utf8After(this.#utf8, this.#pieces.bytes(token));
+    }
     if (this.#sites !== undefined) {
       this.#sinceQuote = this.#sites.table.advance(this.#sinceQuote, token);
       this.#locateSite(token);
@@ -290,11 +292,21 @@ export class GrammarConstraint implements TokenConstraint {
 
   #setMask(words: Int32Array): void {
     const mask = new Uint32Array(words.buffer, words.byteOffset, words.length);
+    // One pass: the UTF-8 and length narrowing (a mask is read on the host while a 0.6B step takes ~0.44 ms).
     const utf8 = this.#pieces.utf8Mask(this.#utf8);
-    for (let i = 0; i < mask.length; i++) mask[i]! &= utf8[i] ?? 0;
     const lengths = this.#lengthMask;
-    if (lengths !== undefined) for (let i = 0; i < mask.length; i++) mask[i]! &= lengths[i] ?? 0;
-    if (this.#sites !== undefined) this.#dropBreaking(mask, this.#sites);
+    const sites = this.#sites;
+    if (sites === undefined) for (let i = 0; i < mask.length; i++) mask[i]! &= utf8[i]!;
+    else {
+      const { risky } = sites;
+      let anyRisky = 0;
+      for (let i = 0; i < mask.length; i++) {
+        const word = mask[i]! & utf8[i]! & (lengths === undefined ? -1 : lengths[i]!);
+        mask[i] = word;
+        anyRisky |= word & risky[i]!;
+      }
+      if (anyRisky !== 0) this.#dropBreaking(mask, sites);
+    }
     let any = false;
     let onlyStops = true;
     for (let i = 0; i < mask.length; i++) {

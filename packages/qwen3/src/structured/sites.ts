@@ -106,6 +106,8 @@ function leadingContinuations(bytes: Uint8Array): number {
 const QUOTE = 1;
 /** A control character or backslash before the first quote, or a piece that spells no bytes: never in a site. */
 const BAD = 2;
+/** Every byte below 0x80: the piece leaves whole characters whole. */
+const ASCII = 4;
 
 /** Per-piece counts for one vocabulary and model size, and the single-byte ids of every byte. */
 export class SiteTable {
@@ -125,7 +127,7 @@ export class SiteTable {
   readonly #utf8Masks = new Map<number, Uint32Array>();
   /** The id of each byte's single-byte piece, -1 where the vocabulary has none. */
   readonly #byteIds = new Int32Array(256).fill(-1);
-  readonly #masks = new Map<string, Uint32Array>();
+  readonly #masks = new Map<number, Uint32Array>();
   #byCount: { plain: Uint32Array[]; quoted: Uint32Array[] } | undefined;
   readonly #risky = new Map<string, Uint32Array>();
   readonly #pieces: readonly string[];
@@ -176,7 +178,8 @@ export class SiteTable {
       this.#tail[id] = Math.min(run, 0xffff);
       this.#longest[id] = quotes > 0 ? Math.min(Math.max(longest, run), 0xffff) : 0;
       this.#shortest[id] = shortest;
-      this.#flags[id] = (quotes > 0 ? QUOTE : 0) | (bad ? BAD : 0);
+      this.#flags[id] =
+        (quotes > 0 ? QUOTE : 0) | (bad ? BAD : 0) | (bytes.every((b) => b < 0x80) ? ASCII : 0);
     }
   }
 
@@ -235,6 +238,11 @@ export class SiteTable {
     return this.bytes(id)?.length ?? 0;
   }
 
+  /** Whether piece `id` spells ASCII bytes only. */
+  isAscii(id: number): boolean {
+    return id >= 0 && id < this.vocabSize && (this.#flags[id]! & ASCII) !== 0;
+  }
+
   /** Whether piece `id` holds a quote. */
   hasQuote(id: number): boolean {
     return id >= 0 && id < this.vocabSize && (this.#flags[id]! & QUOTE) !== 0;
@@ -254,7 +262,7 @@ export class SiteTable {
   lengthMask(least: number, most: number): Uint32Array {
     const lo = Math.max(0, least);
     const hi = Math.max(0, most);
-    const key = `${lo},${hi}`;
+    const key = lo * 0x10000 + hi;
     const kept = this.#masks.get(key);
     if (kept !== undefined) {
       this.#masks.delete(key);
