@@ -157,8 +157,10 @@ class TokenizerGrammars {
       ]);
       await matcher.getNextTokenBitmask();
       matcher.dispose();
-      // The per-count bitsets of length sites (~20 ms), so a generation's first site does not wait for them.
+      // The per-count bitsets of length sites and the masks of every UTF-8 state (~40 ms together), so that a
+      // generation's first site or first character split across pieces does not wait for them.
       this.#sites.lengthMask(0, 0);
+      this.#sites.warmUtf8();
     } finally {
       grammar.dispose();
     }

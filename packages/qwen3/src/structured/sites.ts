@@ -234,6 +234,12 @@ export class SiteTable {
     return mask;
   }
 
+  /** Builds {@link utf8Mask} for every state text can be in (a few ms each): after each kind of lead byte. */
+  warmUtf8(): void {
+    for (const lead of [0xc2, 0xe0, 0xe1, 0xed, 0xf0, 0xf1, 0xf4])
+      this.utf8Mask(utf8After(0, Uint8Array.of(lead)));
+  }
+
   #length(id: number): number {
     return this.bytes(id)?.length ?? 0;
   }
