@@ -8,6 +8,9 @@
  * (measured: well under a millisecond for Qwen3's 151,936 ids). Should it ask earlier, the mask is read through the
  * matcher's synchronous call instead (slower, element by element, but the same mask), so the answer never depends
  * on timing. {@link GrammarConstraint.ready} lets a caller wait for the fast path explicitly.
+ *
+ * Each of xgrammar's masks is narrowed before use: to the pieces that keep the text UTF-8, and inside a string of
+ * bounded length (a length site, whose count the grammar leaves to us) to the pieces within its bounds (sites.ts).
  */
 import type { GrammarMatcher } from '@mlc-ai/web-xgrammar';
 import { QkValueError } from '@qk/ops';

@@ -16,7 +16,14 @@
  * - Inside a site, xgrammar's mask is narrowed to the pieces that keep the count within the site's bounds: without
  *   a quote, at most the characters left; with one, the string ends there, so at least the fewest left too. Pieces
  *   holding a control character or a backslash before their first quote never stay (no site's content has either;
- *   that drops the marks). So the masks equal those of the bounded grammar (tested step by step against it).
+ *   that drops the marks).
+ * - A piece may open a site inside it (` "abcdefgh`, `", "x`): pieces whose text after a quote could break some
+ *   site's bounds are spelt on the matcher byte by byte up to each quote when a mask allows them, to see whether
+ *   that quote opened a site (constraint.ts).
+ * So the masks equal those of the bounded grammar (tested step by step against it).
+ *
+ * The same per-piece table gives every constraint its UTF-8 masks (`utf8Mask`): xgrammar takes bytes that are not
+ * UTF-8, which decode to U+FFFD.
  */
 import type { TokenVocabulary } from '../tokenizer/vocabulary.js';
 import type { LengthSiteShape } from './ebnf.js';
