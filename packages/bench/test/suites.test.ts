@@ -1,6 +1,6 @@
 /** The op suites on the CPU backend (GPU runs need the H100; these check the harness and every case builds). */
 import { cudaAvailable, Rng } from '@qk/ops';
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   chartsFor,
   measureHostCopyCeiling,
@@ -50,6 +50,10 @@ describe('measureHostCopyCeiling', () => {
 });
 
 describe('op suites', () => {
+  // These tests run whole suites synchronously (10–20 s each on the CI machine). A turn of the event loop between
+  // them lets the worker answer vitest's RPC: back to back, they held it past its 60 s timeout.
+  beforeEach(() => new Promise<void>((resolve) => setTimeout(resolve, 0)));
+
   it('have unique names and unique case ids on both backends, with peers only on the GPU', () => {
     expect(new Set(OP_SUITES.map((s) => s.name)).size).toBe(OP_SUITES.length);
     for (const suite of OP_SUITES_BY_NAME.values()) {
@@ -112,7 +116,7 @@ describe('op suites', () => {
     expect(smallM.some((id) => id.includes('lm_head'))).toBe(false);
   });
 
-  // One suite per test: each runs its cases synchronously, and a worker blocked too long misses vitest's RPC.
+  // One suite per test, so that no synchronous stretch is longer than one suite.
   it.each(['rmsnorm', 'quant', 'small-m', 'attention'])(
     '%s runs on the CPU backend into a valid report with finite bandwidth and no peers',
     (name) => {
