@@ -47,9 +47,10 @@ type Compiled = Awaited<ReturnType<typeof compileGrammar>>;
 /**
  * One random path through two compiled forms of one language (xgrammar's `a`, our rewrite `b`) in lockstep, each
  * through the constraint a generation uses (with its UTF-8 and length-site narrowing): at each of up to `maxSteps`
- * steps the two token masks must be equal word for word; `next` gets the ids the mask allows, the ids so far and
- * the step's label, and returns the id both must accept, or null to end the path (after checking the finished
- * text). Returns the steps whose masks were compared.
+ * steps the two token masks must be equal word for word. Where neither form has length sites, the matchers' own
+ * masks (before any narrowing) must be equal too. `next` gets the ids the mask allows, the ids so far and the step's
+ * label, and returns the id both must accept, or null to end the path (after checking the finished text). Returns
+ * the steps whose masks were compared.
  */
 async function walkInLockstep(
   a: Compiled,
@@ -60,26 +61,37 @@ async function walkInLockstep(
 ): Promise<number> {
   const ca = await GrammarConstraint.create(a, 'a');
   const cb = await GrammarConstraint.create(b, 'b');
+  const raw = (c: Compiled) => c.instance.api.GrammarMatcher.createGrammarMatcher(c.grammar, [...c.stopIds]);
+  const matchers = a.sites === undefined && b.sites === undefined ? [await raw(a), await raw(b)] : [];
   const ids: number[] = [];
   let steps = 0;
+  const expectEqual = (maskA: ArrayLike<number>, maskB: ArrayLike<number>, where: string) => {
+    expect(maskB.length, where).toBe(maskA.length);
+    const differs = Array.prototype.findIndex.call(maskA, (word: number, i: number) => word !== maskB[i]);
+    expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+  };
   try {
     for (let step = 0; step < maxSteps; step++) {
       await Promise.all([ca.ready(), cb.ready()]);
       const [maskA, maskB] = [ca.nextMask(), cb.nextMask()];
       const where = `${label}, after ${JSON.stringify(tokenizer.decode(ids))}`;
-      expect(maskB.length, where).toBe(maskA.length);
-      const differs = maskA.findIndex((word, i) => word !== maskB[i]);
-      expect(differs, `${where}: masks differ in word ${differs}`).toBe(-1);
+      expectEqual(maskA, maskB, where);
+      if (matchers.length > 0) {
+        const [rawA, rawB] = await Promise.all(matchers.map((m) => m.getNextTokenBitmask()));
+        expectEqual(rawA!, rawB!, `${where} (matchers' own masks)`);
+      }
       steps++;
       const id = next(allowedIds(maskA, maskA.length * 32), ids, where);
       if (id === null) break;
       ca.accept(id);
       cb.accept(id);
+      for (const m of matchers) expect(m.acceptToken(id), where).toBe(true);
       ids.push(id);
     }
   } finally {
     ca.dispose();
     cb.dispose();
+    for (const m of matchers) m.dispose();
   }
   return steps;
 }
