@@ -107,7 +107,8 @@ class TokenizerGrammars {
   readonly #info: TokenizerInfo;
   readonly #compiler: GrammarCompiler;
   readonly #target: GrammarTarget;
-  readonly #sites: SiteTable;
+  /** Per-piece facts of the vocabulary: length sites and UTF-8 masks (sites.ts). */
+  readonly #pieces: SiteTable;
 
   private constructor(
     instance: XGrammarInstance,
@@ -119,7 +120,7 @@ class TokenizerGrammars {
     this.#info = info;
     this.#compiler = compiler;
     this.#target = target;
-    this.#sites = siteTable(target.vocabulary, target.vocabSize);
+    this.#pieces = siteTable(target.vocabulary, target.vocabSize);
   }
 
   static async create(target: GrammarTarget): Promise<TokenizerGrammars> {
@@ -149,7 +150,7 @@ class TokenizerGrammars {
    */
   async #warmUp(): Promise<void> {
     const grammar = await this.#compiler.compileGrammar(
-      await this.#schemaEbnf(WARM_UP_SCHEMA, SiteMarks.for(this.#sites)),
+      await this.#schemaEbnf(WARM_UP_SCHEMA, SiteMarks.for(this.#pieces)),
     );
     try {
       const matcher = await this.#instance.api.GrammarMatcher.createGrammarMatcher(grammar, [
@@ -159,8 +160,8 @@ class TokenizerGrammars {
       matcher.dispose();
       // The per-count bitsets of length sites and the masks of every UTF-8 state (~40 ms together), so that a
       // generation's first site or first character split across pieces does not wait for them.
-      this.#sites.lengthMask(0, 0);
-      this.#sites.warmUtf8();
+      this.#pieces.lengthMask(0, 0);
+      this.#pieces.warmUtf8();
     } finally {
       grammar.dispose();
     }
@@ -186,7 +187,7 @@ class TokenizerGrammars {
       this.#compiled.set(key, kept);
       return kept;
     }
-    const marks = lengthSites ? SiteMarks.for(this.#sites) : undefined;
+    const marks = lengthSites ? SiteMarks.for(this.#pieces) : undefined;
     const grammar = await this.#instance.run(op, param, () => this.#compileNew(spec, marks));
     const sites = marks?.compiled();
     const compiled: Compiled = {
@@ -194,7 +195,7 @@ class TokenizerGrammars {
       grammar,
       vocabSize: this.#target.vocabSize,
       stopIds: this.#target.stopIds,
-      pieces: this.#sites,
+      pieces: this.#pieces,
       ...(sites === undefined ? {} : { sites }),
     };
     this.#compiled.set(key, compiled);

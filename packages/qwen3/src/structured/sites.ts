@@ -136,7 +136,7 @@ export class SiteTable {
   readonly #byteIds = new Int32Array(256).fill(-1);
   readonly #masks = new Map<number, Uint32Array>();
   #byCount: { plain: Uint32Array[]; quoted: Uint32Array[] } | undefined;
-  readonly #risky = new Map<string, Uint32Array>();
+  readonly #risky = new Map<number, Uint32Array>();
   readonly #pieces: readonly string[];
   readonly #toBytes: (piece: string) => Uint8Array | undefined;
   readonly vocabSize: number;
@@ -222,21 +222,18 @@ export class SiteTable {
     if (kept !== undefined) return kept;
     const missing = state & 3;
     const [lo, hi] = NEXT_RANGES[state >> 2]!;
-    const mask = new Uint32Array(Math.ceil(this.vocabSize / 32));
-    for (let id = 0; id < this.vocabSize; id++) {
+    const mask = this.#maskOf((id) => {
       const leading = this.#leading[id]!;
-      const ok =
-        leading === UNKNOWN
-          ? missing === 0
-          : missing === 0
-            ? leading === 0
-            : leading > 0 &&
-              leading <= missing &&
-              (leading === missing || leading === this.#length(id)) &&
-              this.#first[id]! >= lo &&
-              this.#first[id]! <= hi;
-      if (ok) mask[id >>> 5]! |= 1 << (id & 31);
-    }
+      if (leading === UNKNOWN || missing === 0)
+        return missing === 0 && (leading === UNKNOWN || leading === 0);
+      return (
+        leading > 0 &&
+        leading <= missing &&
+        (leading === missing || leading === this.#length(id)) &&
+        this.#first[id]! >= lo &&
+        this.#first[id]! <= hi
+      );
+    });
     this.#utf8Masks.set(state, mask);
     return mask;
   }
@@ -273,35 +270,26 @@ export class SiteTable {
    * to `most` before it. Kept per vocabulary, most recently used last.
    */
   lengthMask(least: number, most: number): Uint32Array {
-    const lo = Math.max(0, least);
-    const hi = Math.max(0, most);
-    const key = lo * 0x10000 + hi;
-    const kept = this.#masks.get(key);
-    if (kept !== undefined) {
-      this.#masks.delete(key);
-      this.#masks.set(key, kept);
-      return kept;
-    }
-    let mask: Uint32Array;
-    if (hi < CUMULATIVE) {
+    // Counts are kept to 16 bits: past 0xffff every bound means the same as 0x10000.
+    const lo = Math.min(Math.max(0, least), 0x10000);
+    const hi = Math.min(Math.max(0, most), 0x10000);
+    return this.#kept(this.#masks, lo * 0x10001 + hi, () => {
+      if (hi >= CUMULATIVE) {
+        return this.#maskOf((id) => {
+          const f = this.#flags[id]!;
+          const h = this.#head[id]!;
+          return (f & BAD) === 0 && h <= hi && ((f & QUOTE) === 0 || h >= lo);
+        });
+      }
       // Three passes over the words: a decode step meets a new count of characters left every few tokens.
       const { plain, quoted } = this.#cumulative();
       const words = plain[hi]!;
       const upTo = quoted[hi]!;
       const below = lo > 0 ? quoted[lo - 1]! : undefined;
-      mask = new Uint32Array(words.length);
+      const mask = new Uint32Array(words.length);
       for (let i = 0; i < mask.length; i++) mask[i] = words[i]! | (upTo[i]! & ~(below?.[i] ?? 0));
-    } else {
-      mask = new Uint32Array(Math.ceil(this.vocabSize / 32));
-      for (let id = 0; id < this.vocabSize; id++) {
-        const f = this.#flags[id]!;
-        const h = this.#head[id]!;
-        if ((f & BAD) === 0 && h <= hi && ((f & QUOTE) === 0 || h >= lo)) mask[id >>> 5]! |= 1 << (id & 31);
-      }
-    }
-    this.#masks.set(key, mask);
-    if (this.#masks.size > KEPT_MASKS) this.#masks.delete(this.#masks.keys().next().value!);
-    return mask;
+      return mask;
+    });
   }
 
   /**
@@ -336,28 +324,33 @@ export class SiteTable {
    * when its mask allows them (few with the usual bounds).
    */
   riskyMask(fewestMost: number, mostFewest: number): Uint32Array {
-    return this.#kept(
-      this.#risky,
-      `${fewestMost},${mostFewest}`,
-      (id, f) => (f & QUOTE) !== 0 && (this.#longest[id]! > fewestMost || this.#shortest[id]! < mostFewest),
+    // Stretches are kept to 16 bits (0xffff in `#shortest`: no closed stretch), so the bounds are too.
+    const most = Math.min(fewestMost, 0xffff);
+    const fewest = Math.min(mostFewest, 0xffff);
+    return this.#kept(this.#risky, most * 0x10000 + fewest, () =>
+      this.#maskOf(
+        (id) =>
+          (this.#flags[id]! & QUOTE) !== 0 && (this.#longest[id]! > most || this.#shortest[id]! < fewest),
+      ),
     );
   }
 
-  #kept(
-    cache: Map<string, Uint32Array>,
-    key: string,
-    allows: (id: number, flags: number) => boolean,
-  ): Uint32Array {
+  /** The mask of the ids `allows` holds for. */
+  #maskOf(allows: (id: number) => boolean): Uint32Array {
+    const mask = new Uint32Array(Math.ceil(this.vocabSize / 32));
+    for (let id = 0; id < this.vocabSize; id++) if (allows(id)) mask[id >>> 5]! |= 1 << (id & 31);
+    return mask;
+  }
+
+  /** `cache`'s mask for `key`, built by `build` when absent; the KEPT_MASKS most recently used stay. */
+  #kept(cache: Map<number, Uint32Array>, key: number, build: () => Uint32Array): Uint32Array {
     const kept = cache.get(key);
     if (kept !== undefined) {
       cache.delete(key);
       cache.set(key, kept);
       return kept;
     }
-    const mask = new Uint32Array(Math.ceil(this.vocabSize / 32));
-    for (let id = 0; id < this.vocabSize; id++) {
-      if (allows(id, this.#flags[id]!)) mask[id >>> 5]! |= 1 << (id & 31);
-    }
+    const mask = build();
     cache.set(key, mask);
     if (cache.size > KEPT_MASKS) cache.delete(cache.keys().next().value!);
     return mask;
