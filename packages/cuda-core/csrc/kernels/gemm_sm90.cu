@@ -602,6 +602,16 @@ constexpr int kMaxSplits = 16;
 constexpr int kPrefetchBoxes = 2;
 constexpr int kSwapIssueGroup = 4;
 
+/**
+ * Partial slots per tile of a stream-K launch (block_span): a tile meets at most ceil(k_blocks / shortest run) + 1
+ * runs. 0 when the runs would be shorter than kMinSplitBlocks (no stream K then).
+ */
+int stream_k_slots(int64_t tiles, int k_blocks, int sms) {
+  const int64_t total = tiles * k_blocks;
+  if (total < static_cast<int64_t>(sms) * kMinSplitBlocks) return 0;
+  return static_cast<int>((k_blocks + total / sms - 1) / (total / sms)) + 1;
+}
+
 template <typename T, int BN, bool PP, Activation A, bool SW = false>
 cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, int prefetch, int issue_group) {
   auto kernel = gemm_sm90_kernel<T, BN, PP, A, SW>;
@@ -634,13 +644,9 @@ cudaError_t go(const GemmArgs& g, int group_m, int splits, cudaStream_t stream, 
   QK_RETURN_IF_ERROR(sm_count(&sms));
   const int64_t tiles = tile_count(g.m, g.n, BN, kGlu, SW);
   const int k_blocks = static_cast<int>((g.k + kBK - 1) / kBK);
-  const int64_t total = tiles * k_blocks;
   int kb_per_split = k_blocks;
-  int slots = 1;  // partial slots per tile
-  if (splits == kStreamK && total >= static_cast<int64_t>(sms) * kMinSplitBlocks) {
-    // A tile meets at most ceil(k_blocks / shortest run) + 1 runs.
-    slots = static_cast<int>((k_blocks + total / sms - 1) / (total / sms)) + 1;
-  } else {
+  int slots = splits == kStreamK ? stream_k_slots(tiles, k_blocks, sms) : 0;  // partial slots per tile
+  if (slots == 0) {
     // Equal slices of whole K blocks; the count is recomputed so that none is empty.
     splits = std::max(1, std::min(splits, k_blocks));
     kb_per_split = (k_blocks + splits - 1) / splits;
@@ -717,10 +723,9 @@ int pick_splits_tiles(int64_t tiles, int64_t k, int sms) {
  * plus the split terms for the most slices a tile meets; 0 when the runs would be shorter than kMinSplitBlocks.
  */
 double stream_k_cost(int64_t tiles, int k_blocks, int sms) {
-  const int64_t total = tiles * k_blocks;
-  if (total < static_cast<int64_t>(sms) * kMinSplitBlocks) return 0;
-  const int64_t longest = (total + sms - 1) / sms;
-  const int64_t slots = (k_blocks + total / sms - 1) / (total / sms) + 1;
+  const int slots = stream_k_slots(tiles, k_blocks, sms);
+  if (slots == 0) return 0;
+  const int64_t longest = (tiles * k_blocks + sms - 1) / sms;
   return static_cast<double>(longest) + kSplitFixedCost + kSplitReadCost * static_cast<double>(slots - 1);
 }
 
